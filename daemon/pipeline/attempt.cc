@@ -1,0 +1,100 @@
+#include "daemon/pipeline/attempt.h"
+
+#include "common/log.h"
+#include "daemon/pipeline/files.h"
+#include "daemon/pipeline/prepare.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace akad {
+namespace {
+
+// Scoring leaves inputs, expected outputs and runner outputs behind: large, and regenerated
+// by every scoring. Logs, plans and the result stay for `akactl logs`.
+void dropScoringData(const fs::path& workDir) {
+  std::error_code ec;
+  for (const char* d : {"gen", "expected", "out", "in-visible", "in-held_out", "ws"}) fs::remove_all(workDir / d, ec);
+}
+
+}  // namespace
+
+Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
+  const Task& task = *plan.task;
+  const fs::path dir = s.attempts_dir / std::to_string(plan.attempt_id);
+  const fs::path logs = dir / "logs";
+  auto stage = [&](const std::string& name) {
+    if (s.on_stage) s.on_stage(name);
+  };
+  auto cancelled = [&] { return s.scoring.canceller && s.scoring.canceller->cancelled(); };
+  std::error_code ec;
+  fs::create_directories(logs, ec);
+  if (ec) return Error{"cannot create " + logs.string() + ": " + ec.message()};
+
+  json result = json::object();
+  std::string sha;
+  if (plan.snapshot) {
+    sha = *plan.snapshot;
+  } else {
+    stage("prepare");
+    const fs::path ws = dir / "workspace";
+    fs::remove_all(ws, ec);
+    if (auto st = prepareAgentWorkspace(task, s.scoring.tasks_root, ws); !st) return st.error();
+    if (s.scoring.sandbox_uid != 0)
+      if (auto st = chownTree(ws, s.scoring.sandbox_uid, s.scoring.sandbox_gid); !st) return st.error();
+
+    stage("agent");
+    AgentStageOptions ao;
+    ao.image = s.scoring.image;
+    ao.gpus = s.scoring.gpus;
+    ao.credentials = plan.credentials;
+    ao.time_limit_s = plan.agent_time_limit_s;
+    ao.logs_dir = logs;
+    ao.canceller = s.scoring.canceller;
+    auto agent = runAgentStage(task, plan.agent, ws, ao);
+    if (!agent) return agent.error();
+    if (cancelled()) return Error{"cancelled"};
+    result["agent"] = *agent;
+
+    stage("snapshot");
+    snapshot::CreateOptions co;
+    co.exclude = task.exclude;
+    json meta = {{"task", task.id},
+                 {"task_hash", task.content_hash},
+                 {"attempt", plan.attempt_id},
+                 {"run", plan.run_id},
+                 {"agent", plan.agent.name},
+                 {"image", s.scoring.image.name},
+                 {"gpu", s.scoring.gpus.empty() ? json(nullptr) : json(s.scoring.gpus.front())},
+                 {"agent_status", (*agent)["status"]},
+                 {"created_at", static_cast<int64_t>(::time(nullptr))}};
+    auto manifest = s.snapshots->add(ws, co, meta);
+    if (!manifest) return Error{"snapshot of the workspace failed: " + manifest.error().message};
+    sha = manifest->archive_sha256;
+    result["snapshot_skipped"] = manifest->skipped;
+    if (s.on_snapshot)
+      if (auto st = s.on_snapshot(sha); !st) return st.error();
+    fs::remove_all(ws, ec);  // the snapshot is the truth from here on
+  }
+  result["snapshot"] = sha;
+
+  stage("score");
+  auto archive = s.snapshots->openVerified(sha);
+  if (!archive) return Error{"snapshot " + sha + " cannot be scored: " + archive.error().message};
+  const fs::path scoreRoot = dir / ("score-" + randomHex(4));
+  const fs::path candidate = scoreRoot / "candidate";
+  fs::create_directories(scoreRoot, ec);
+  if (auto st = snapshot::extractArchive(*archive, candidate, snapshot::Limits{}); !st)
+    return Error{"snapshot " + sha + " was refused at extraction: " + st.error().message};
+  ScoringEnvironment env = s.scoring;
+  env.on_gate = [&](const std::string& g) { stage("score:" + g); };
+  auto scored = scoreCandidate(task, candidate, scoreRoot / "gates", env);
+  dropScoringData(scoreRoot / "gates");
+  fs::remove_all(candidate, ec);
+  if (!scored) return scored.error();
+  for (auto& [k, v] : scored->items()) result[k] = v;
+  result["scoring_dir"] = (scoreRoot / "gates").string();
+  return result;
+}
+
+}  // namespace akad

@@ -1,0 +1,49 @@
+#pragma once
+// One attempt from start to result, stage by stage, in pipeline order:
+//   prepare.cc -> agent_stage.cc -> snapshot (here) -> score.cc
+// The scheduler records each stage in the store before it acts on it, so a restart knows
+// where every attempt stood.
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "daemon/pipeline/agent.h"
+#include "daemon/pipeline/agent_stage.h"
+#include "daemon/pipeline/score.h"
+#include "daemon/pipeline/task.h"
+#include "daemon/snapshot/store.h"
+
+namespace akad {
+
+struct AttemptPlan {
+  std::int64_t attempt_id = 0;
+  std::string run_id;
+  const Task* task = nullptr;
+  AgentDefinition agent;
+  std::map<std::string, std::string> credentials;
+  double agent_time_limit_s = 0;  // 0: the agent's and task's own limits
+  // Set when the attempt already has a snapshot (a restart after the agent stage, or
+  // `akactl reproduce`): prepare and agent are skipped and the snapshot is scored.
+  std::optional<std::string> snapshot;
+};
+
+struct AttemptServices {
+  std::filesystem::path attempts_dir;  // <state>/attempts
+  snapshot::SnapshotStore* snapshots = nullptr;
+  ScoringEnvironment scoring;
+  std::function<void(const std::string& stage)> on_stage;
+  // Called with the new snapshot's hash; must make it durable before scoring starts.
+  std::function<Status(const std::string& sha256)> on_snapshot;
+};
+
+// Runs the attempt. Agent failures and failed gates are part of the returned result; an Error
+// means the attempt could not be carried out (set-up failure, corrupt snapshot, cancelled).
+Result<nlohmann::json> runAttempt(const AttemptPlan& plan, const AttemptServices& services);
+
+}  // namespace akad

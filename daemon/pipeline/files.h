@@ -1,0 +1,28 @@
+#pragma once
+// Small filesystem steps the pipeline repeats: copying trees it owns, reading files an agent
+// or a candidate may have written (always with a size limit), fresh secrets.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "common/result.h"
+
+namespace akad {
+
+// Copies regular files, directories and symlinks (as links) from src into dst, keeping the
+// executable bit; dst is created. Other file types are skipped.
+Status copyTree(const std::filesystem::path& src, const std::filesystem::path& dst);
+Status copyFile(const std::filesystem::path& src, const std::filesystem::path& dst);
+Status writeFile(const std::filesystem::path& path, const std::string& content);
+// Refuses files larger than maxBytes: whatever a sandbox wrote is hostile until checked.
+Result<std::string> readFileLimited(const std::filesystem::path& path, std::size_t maxBytes);
+// The last maxBytes of a log, for showing a user why a gate failed.
+std::string tailOfFile(const std::filesystem::path& path, std::size_t maxBytes);
+// Changes the owner of every entry under root (lchown), so a sandbox's unprivileged uid can
+// write the workspace and the daemon can read it back.
+Status chownTree(const std::filesystem::path& root, uid_t uid, gid_t gid);
+uint64_t secureRandom64();
+std::string randomHex(std::size_t bytes);
+
+}  // namespace akad

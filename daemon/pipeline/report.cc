@@ -1,0 +1,99 @@
+#include "daemon/pipeline/report.h"
+
+#include <sstream>
+
+#include "daemon/pipeline/stats.h"
+
+using nlohmann::json;
+
+namespace akad {
+namespace {
+
+bool flag(const json& r, const char* key) {
+  return r.is_object() && r.contains(key) && r[key].is_boolean() && r[key].get<bool>();
+}
+double number(const json& r, const char* key) {
+  return (r.is_object() && r.contains(key) && r[key].is_number()) ? r[key].get<double>() : 0.0;
+}
+
+std::string csvField(std::string s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+json runReport(const std::vector<AttemptOutcome>& attempts) {
+  const double n = static_cast<double>(attempts.size());
+  int compiled = 0, correct = 0, heldBoth = 0, finished = 0;
+  std::vector<double> speedups, heldSpeedups, visibleOfHeld;
+  const std::vector<double> ps = {0, 1, 1.5, 2};
+  std::vector<int> fast(ps.size(), 0);
+  double scoreSum = 0;
+  json perTask = json::array();
+  for (const auto& a : attempts) {
+    const json& r = a.state == "scored" ? a.result : json();
+    if (a.state == "scored" || a.state == "failed" || a.state == "cancelled") ++finished;
+    const bool c = flag(r, "compiled");
+    const bool ok = flag(r, "correct");
+    const double s = number(r, "speedup");
+    compiled += c;
+    correct += ok;
+    scoreSum += number(r, "score");
+    if (ok) {
+      speedups.push_back(s);
+      for (std::size_t i = 0; i < ps.size(); ++i) fast[i] += s > ps[i];
+      if (flag(r, "held_out_correct")) {
+        ++heldBoth;
+        heldSpeedups.push_back(number(r, "held_out_speedup"));
+        visibleOfHeld.push_back(s);
+      }
+    }
+    json row = {{"attempt", a.attempt_id}, {"task", a.task_id}, {"state", a.state},
+                {"compiled", c}, {"correct", ok},
+                {"speedup", ok ? json(s) : json(nullptr)},
+                {"held_out_correct", flag(r, "held_out_correct")},
+                {"held_out_speedup", flag(r, "held_out_correct") ? json(number(r, "held_out_speedup")) : json(nullptr)},
+                {"score", number(r, "score")}};
+    if (r.is_object() && r.contains("failure")) row["failure"] = r["failure"];
+    else if (!a.error.empty()) row["failure"] = a.error;
+    perTask.push_back(row);
+  }
+  auto rate = [&](double k) { return n > 0 ? k / n : 0.0; };
+  json fastP = json::object();
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    std::ostringstream key;
+    key << "fast_" << ps[i];
+    fastP[key.str()] = rate(fast[i]);
+  }
+  json report = {
+      {"attempts", attempts.size()},
+      {"finished", finished},
+      {"compile_rate", rate(compiled)},
+      {"correctness_rate", rate(correct)},
+      {"geomean_speedup", speedups.empty() ? json(nullptr) : json(geometricMean(speedups))},
+      {"fast_p", fastP},
+      {"held_out_correctness_retention", correct > 0 ? json(static_cast<double>(heldBoth) / correct) : json(nullptr)},
+      {"held_out_speedup_retention",
+       heldBoth > 0 ? json(geometricMean(heldSpeedups) / geometricMean(visibleOfHeld)) : json(nullptr)},
+      {"mean_arena_score", n > 0 ? scoreSum / n : 0.0},
+      {"per_attempt", perTask}};
+  return report;
+}
+
+std::string runReportCsv(const std::vector<AttemptOutcome>& attempts) {
+  std::ostringstream os;
+  os << "attempt,task,state,compiled,correct,speedup,held_out_correct,held_out_speedup,score,failure\n";
+  for (const auto& row : runReport(attempts)["per_attempt"]) {
+    auto num = [](const json& v) { return v.is_number() ? std::to_string(v.get<double>()) : std::string(); };
+    os << csvField(row["attempt"]) << ',' << csvField(row["task"]) << ',' << row["state"].get<std::string>() << ','
+       << row["compiled"] << ',' << row["correct"] << ',' << num(row["speedup"]) << ','
+       << row["held_out_correct"] << ',' << num(row["held_out_speedup"]) << ',' << num(row["score"]) << ','
+       << csvField(row.value("failure", std::string())) << '\n';
+  }
+  return os.str();
+}
+
+}  // namespace akad

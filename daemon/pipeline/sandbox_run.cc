@@ -1,0 +1,153 @@
+#include "daemon/pipeline/sandbox_run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "akad/version.h"
+#include "common/unique_fd.h"
+
+namespace fs = std::filesystem;
+
+namespace akad {
+namespace {
+constexpr std::size_t kMaxResultBytes = 1 << 20;
+
+std::string formatSeconds(double s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+}  // namespace
+
+std::string SandboxOutcome::describe() const {
+  if (status == "exited") return "exited with " + std::to_string(exit_code);
+  if (status == "signaled")
+    return "killed by signal " + result.value("signal", nlohmann::json(0)).dump();
+  if (status == "wall-timeout") return "killed at the wall-time limit after " + formatSeconds(wall_s) + " s";
+  if (status == "cpu-timeout") return "killed at the CPU-time limit after " + formatSeconds(cpu_s) + " s of CPU";
+  if (status == "oom") return "killed by the memory limit (out of memory)";
+  if (status == "output-limit") return "stopped at the output limit";
+  if (status == "setup-failed") return "sandbox set-up failed: " + result.value("message", nlohmann::json("?")).dump();
+  return "ended with status " + status;
+}
+
+void SandboxCanceller::cancel() {
+  cancelled_ = true;
+  if (pid_t p = pid_.load(); p > 0) ::kill(p, SIGTERM);
+}
+void SandboxCanceller::attach(pid_t pid) {
+  pid_ = pid;
+  if (cancelled_) ::kill(pid, SIGTERM);
+}
+void SandboxCanceller::detach() { pid_ = 0; }
+
+fs::path akaboxPath() {
+  if (const char* env = std::getenv("AKABOX"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    // Installed side by side, or the build tree's daemon/ next to sandbox/.
+    for (const fs::path& candidate : {self.parent_path() / "akabox", self.parent_path().parent_path() / "sandbox" / "akabox"})
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "akabox";
+}
+
+std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest& r) {
+  std::vector<std::string> a = {akabox.string(), "run"};
+  auto add = [&](const std::string& flag, const std::string& value) {
+    a.push_back(flag);
+    a.push_back(value);
+  };
+  if (!r.workspace.empty()) add("--workspace", r.workspace.string());
+  for (const auto& b : r.binds) add("--bind", b.source.string() + ":" + b.target + (b.writable ? ":rw" : ""));
+  for (const auto& [k, v] : r.env) add("--env", k + "=" + v);
+  add("--memory", std::to_string(r.memory_bytes));
+  add("--pids", std::to_string(r.pids));
+  add("--wall-time", formatSeconds(r.wall_s));
+  if (r.cpu_s > 0) add("--cpu-time", formatSeconds(r.cpu_s));
+  add("--output-limit", std::to_string(r.output_limit));
+  add("--net", r.network_host ? "host" : "none");
+  add("--seccomp", r.seccomp);
+  for (const auto& g : r.gpus) add("--gpu", g);
+  if (!r.stdout_file.empty()) add("--stdout", r.stdout_file.string());
+  if (!r.stderr_file.empty()) add("--stderr", r.stderr_file.string());
+  add("--cgroup-parent", r.cgroup_parent);
+  add("--result-fd", "3");
+  a.push_back("--");
+  a.insert(a.end(), r.command.begin(), r.command.end());
+  return a;
+}
+
+Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCanceller* canceller) {
+  if (request.command.empty()) return Error{"sandbox request without a command"};
+  const std::vector<std::string> args = akaboxArgv(akaboxPath(), request);
+  std::vector<char*> argv;
+  for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  // akabox gets a clean environment; the sandbox's own environment comes from --env.
+  std::string path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  std::string dataDir = std::string("AKAD_DATA_DIR=") + (std::getenv("AKAD_DATA_DIR") ? std::getenv("AKAD_DATA_DIR") : kSourceRoot);
+  char* envp[] = {path.data(), dataDir.data(), nullptr};
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return errnoError("cannot create the result pipe for akabox");
+  UniqueFd readEnd(fds[0]), writeEnd(fds[1]);
+  int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  UniqueFd nullFd(devNull);
+
+  // Between fork and exec only async-signal-safe calls: the daemon is multi-threaded.
+  pid_t pid = ::fork();
+  if (pid < 0) return errnoError("cannot fork to start akabox");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed daemon takes its sandboxes with it
+    if (nullFd.get() >= 0) ::dup2(nullFd.get(), 0);
+    ::dup2(writeEnd.get(), 3);  // dup2 clears FD_CLOEXEC on the copy
+    ::execve(argv[0], argv.data(), envp);
+    ::_exit(127);
+  }
+  writeEnd.reset();
+  if (canceller) canceller->attach(pid);
+
+  std::string json;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(readEnd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (json.size() < kMaxResultBytes) json.append(buf, static_cast<std::size_t>(n));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (canceller) canceller->detach();
+
+  SandboxOutcome out;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && json.empty())
+    return Error{"cannot execute " + args[0] + " (is akabox built? set AKABOX to its path)"};
+  try {
+    out.result = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::exception&) {
+    return Error{"akabox (" + args[0] + ") gave no readable result JSON; its exit status was " +
+                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))};
+  }
+  if (!out.result.is_object()) return Error{"akabox's result is not a JSON object"};
+  auto number = [&](const char* key, double fallback) {
+    auto it = out.result.find(key);
+    return (it != out.result.end() && it->is_number()) ? it->get<double>() : fallback;
+  };
+  auto st = out.result.find("status");
+  out.status = (st != out.result.end() && st->is_string()) ? st->get<std::string>() : "setup-failed";
+  out.exit_code = static_cast<int>(number("exit_code", -1));
+  out.wall_s = number("wall_s", 0);
+  out.cpu_s = number("cpu_s", 0);
+  return out;
+}
+
+}  // namespace akad

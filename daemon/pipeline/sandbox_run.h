@@ -1,0 +1,77 @@
+#pragma once
+// Runs one command in an `akabox` sandbox: the daemon never sets up a sandbox itself, it execs
+// akabox (a single-threaded process) with flags and reads the result JSON from a pipe.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace akad {
+
+struct SandboxBind {
+  std::filesystem::path source;
+  std::string target;
+  bool writable = false;
+};
+
+struct SandboxRequest {
+  std::vector<std::string> command;
+  std::filesystem::path workspace;  // bound read-write at /workspace, the working directory
+  std::vector<SandboxBind> binds;
+  std::map<std::string, std::string> env;
+  uint64_t memory_bytes = 2ull << 30;
+  int pids = 256;
+  double wall_s = 60;
+  double cpu_s = 0;  // 0: no CPU-time limit
+  uint64_t output_limit = 64ull << 20;
+  bool network_host = false;
+  std::string seccomp = "default";
+  std::vector<std::string> gpus;  // GPU ids from discovery (akabox --gpu)
+  std::filesystem::path stdout_file;
+  std::filesystem::path stderr_file;
+  std::string cgroup_parent = "akad";
+};
+
+struct SandboxOutcome {
+  nlohmann::json result;  // akabox's result JSON (docs/akabox.md)
+  std::string status;     // exited | signaled | wall-timeout | cpu-timeout | oom | output-limit | setup-failed
+  int exit_code = -1;
+  double wall_s = 0;
+  double cpu_s = 0;
+  bool succeeded() const { return status == "exited" && exit_code == 0; }
+  // One line a user can act on: "exited with 2", "killed at the wall-time limit (60 s)", ...
+  std::string describe() const;
+};
+
+// Lets another thread stop the sandbox in flight (a cancelled run, a daemon shutting down):
+// akabox gets SIGTERM and tears the sandbox down itself.
+class SandboxCanceller {
+ public:
+  void cancel();
+  bool cancelled() const { return cancelled_; }
+  void attach(pid_t pid);
+  void detach();
+
+ private:
+  std::atomic<pid_t> pid_{0};
+  std::atomic<bool> cancelled_{false};
+};
+
+// The akabox executable: $AKABOX, else beside the running akad, else the build tree.
+std::filesystem::path akaboxPath();
+
+Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCanceller* canceller = nullptr);
+
+// The argv akabox gets for a request (exposed for tests and for `akactl logs` to show).
+std::vector<std::string> akaboxArgv(const std::filesystem::path& akabox, const SandboxRequest& request);
+
+}  // namespace akad

@@ -1,0 +1,508 @@
+#include "daemon/pipeline/score.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "common/log.h"
+#include "daemon/pipeline/files.h"
+#include "daemon/pipeline/prepare.h"
+#include "daemon/pipeline/stats.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace akad {
+namespace {
+
+constexpr std::size_t kMaxVerdictBytes = 16 << 20;
+constexpr std::size_t kMaxTimesBytes = 4 << 20;
+constexpr std::size_t kLogTailBytes = 4000;
+
+// The candidate process may spend at most this much more time outside its claimed timed calls
+// than the baseline process did (same runner, same flush and copy work): more means work was
+// moved out of the timed window or the in-process clock was tampered with.
+constexpr double kOverheadSlackFactor = 1.25;
+constexpr double kOverheadSlackSeconds = 0.15;
+
+struct Case {
+  std::string name;
+  json config;
+  uint64_t seed = 0;
+};
+
+struct Phase {
+  std::string name;  // "visible" | "held_out"
+  std::vector<json> configs;
+  std::vector<Case> check;    // correctness cases: every configuration x seeds
+  std::vector<Case> perf;     // input sets for timed calls
+};
+
+struct Layout {
+  fs::path root, ws, gen, expected, plans, out, logs;
+  fs::path inputs(const std::string& phase) const { return root / ("in-" + phase); }
+};
+
+std::string shellJoin(const std::vector<std::string>& cmds) {
+  std::string s = "set -e\n";
+  for (const auto& c : cmds) s += c + "\n";
+  return s;
+}
+
+json caseJson(const Case& c, bool withSeed) {
+  return {{"name", c.name}, {"config", c.config}, {"seed", withSeed ? c.seed : 0}};
+}
+
+// Plans given to the candidate runner carry no seeds: it gets inputs, never how they were made.
+json checkPlan(const Phase& p, bool withSeed) {
+  json cases = json::array();
+  for (const auto& c : p.check) cases.push_back(caseJson(c, withSeed));
+  return {{"cases", cases}};
+}
+
+json perfPlan(const Phase& p, const TaskTiming& t, bool withSeed) {
+  json cases = json::array();
+  json groups = json::array();
+  for (const auto& cfg : p.configs) {
+    json names = json::array();
+    for (const auto& c : p.perf)
+      if (c.config["name"] == cfg["name"]) {
+        cases.push_back(caseJson(c, withSeed));
+        names.push_back(c.name);
+      }
+    groups.push_back({{"name", cfg["name"]}, {"cases", names}});
+  }
+  return {{"cases", cases},
+          {"perf", {{"warmup", t.warmup}, {"samples", t.samples}, {"flush_bytes", t.flush_bytes},
+                    {"groups", groups}}}};
+}
+
+class GateRunner {
+ public:
+  GateRunner(const Task& task, const ScoringEnvironment& env, Layout layout)
+      : task_(task), env_(env), l_(std::move(layout)) {}
+
+  SandboxRequest request(double wallS, const std::string& logName, bool gpu) const {
+    SandboxRequest r;
+    r.memory_bytes = task_.limits.memory_bytes;
+    r.pids = task_.limits.pids;
+    r.wall_s = wallS;
+    r.binds = env_.image.binds;
+    r.env = env_.image.env;
+    if (gpu) r.gpus = env_.gpus;
+    r.stdout_file = l_.logs / (logName + ".out");
+    r.stderr_file = l_.logs / (logName + ".err");
+    return r;
+  }
+
+  Result<SandboxOutcome> run(SandboxRequest r) const {
+    if (env_.canceller && env_.canceller->cancelled()) return Error{"cancelled"};
+    return runSandbox(r, env_.canceller);
+  }
+
+  std::string logTail(const std::string& logName) const {
+    std::string out = tailOfFile(l_.logs / (logName + ".err"), kLogTailBytes);
+    std::string so = tailOfFile(l_.logs / (logName + ".out"), kLogTailBytes);
+    if (!so.empty()) out += (out.empty() ? "" : "\n") + so;
+    return out;
+  }
+
+  Status ownForSandbox(const fs::path& dir) const {
+    if (env_.sandbox_uid == 0) return {};
+    return chownTree(dir, env_.sandbox_uid, env_.sandbox_gid);
+  }
+
+  // Runs the candidate (or baseline) runner with only the phase's inputs visible.
+  Result<SandboxOutcome> runRunner(const fs::path& programDir, const std::string& mode,
+                                   const std::string& plan, const std::string& phase,
+                                   const fs::path& outDir, double wallS, const std::string& logName) const {
+    std::error_code ec;
+    fs::create_directories(outDir, ec);
+    if (auto s = ownForSandbox(outDir); !s) return s.error();
+    SandboxRequest r = request(wallS, logName, task_.gpu);
+    r.binds.push_back({programDir, "/candidate", false});
+    r.binds.push_back({l_.inputs(phase), "/data", false});
+    r.binds.push_back({l_.plans / plan, "/plans/" + plan, false});
+    r.binds.push_back({outDir, "/out", true});
+    r.env["OMP_WAIT_POLICY"] = "PASSIVE";  // spinning idle threads would blur the CPU accounting
+    r.command = {"/candidate/runner", mode, "--plan", "/plans/" + plan, "--data", "/data", "--out", "/out"};
+    return run(r);
+  }
+
+  // Runs the trusted checker on a runner's outputs; returns its verdict JSON.
+  Result<json> runChecker(const std::string& plan, const fs::path& outDir, const std::string& logName) const {
+    SandboxRequest r = request(task_.limits.correctness_s, logName, false);
+    r.binds.push_back({env_.akacheck.parent_path(), "/tools", false});
+    r.binds.push_back({l_.expected, "/expected", false});
+    r.binds.push_back({l_.plans, "/plans", false});
+    r.binds.push_back({outDir, "/out", false});
+    r.command = {"/tools/" + env_.akacheck.filename().string(), "--plan", "/plans/" + plan,
+                 "--data", "/expected", "--out", "/out", "--tolerances", "/plans/tolerances.json"};
+    auto outcome = run(r);
+    if (!outcome) return outcome.error();
+    if (outcome->status != "exited" || (outcome->exit_code != 0 && outcome->exit_code != 1))
+      return Error{"the checker did not finish (" + outcome->describe() + "): " + logTail(logName)};
+    auto text = readFileLimited(l_.logs / (logName + ".out"), kMaxVerdictBytes);
+    if (!text) return text.error();
+    try {
+      json v = json::parse(*text);
+      if (!v.is_object() || !v.contains("ok") || !v["ok"].is_boolean())
+        return Error{"the checker's verdict has no boolean 'ok'"};
+      return v;
+    } catch (const json::exception& e) {
+      return Error{std::string("the checker's verdict is not JSON: ") + e.what()};
+    }
+  }
+
+  const Task& task() const { return task_; }
+  const Layout& layout() const { return l_; }
+
+ private:
+  const Task& task_;
+  const ScoringEnvironment& env_;
+  Layout l_;
+};
+
+std::string firstFailure(const json& verdict) {
+  for (const auto& c : verdict.value("cases", json::array()))
+    if (!c.value("ok", false))
+      return c.value("name", std::string("?")) + ": " + c.value("reason", std::string("wrong output"));
+  return "wrong output";
+}
+
+json gate(bool pass, const std::string& reason) {
+  json g = {{"pass", pass}};
+  if (!reason.empty()) g["reason"] = reason;
+  return g;
+}
+
+// Reads `<group>.times.json` written by a runner: untrusted, so every number is checked.
+Result<std::vector<double>> readTimes(const fs::path& file, int expected) {
+  auto text = readFileLimited(file, kMaxTimesBytes);
+  if (!text) return text.error();
+  try {
+    json j = json::parse(*text);
+    const json& s = j.at("samples_ns");
+    if (!s.is_array() || static_cast<int>(s.size()) != expected)
+      return Error{file.filename().string() + ": expected " + std::to_string(expected) + " samples"};
+    std::vector<double> v;
+    for (const auto& x : s) {
+      if (!x.is_number()) return Error{file.filename().string() + ": a sample is not a number"};
+      double d = x.get<double>();
+      if (!std::isfinite(d) || d <= 0) return Error{file.filename().string() + ": a sample is not a positive time"};
+      v.push_back(d);
+    }
+    return v;
+  } catch (const json::exception& e) {
+    return Error{file.filename().string() + ": not valid times JSON: " + e.what()};
+  }
+}
+
+// Correctness on one phase: the candidate writes outputs, the checker judges them.
+json correctnessGate(const GateRunner& g, const fs::path& candidateDir, const Phase& p) {
+  const std::string plan = p.name + "-check.json";
+  const fs::path out = g.layout().out / (p.name + "-check");
+  auto r = g.runRunner(candidateDir, "check", plan, p.name, out, g.task().limits.correctness_s,
+                       p.name + "-check-run");
+  if (!r) return gate(false, r.error().message);
+  json result = gate(true, "");
+  result["run"] = r->result;
+  if (!r->succeeded()) {
+    result = gate(false, "the candidate " + r->describe() + ": " + g.logTail(p.name + "-check-run"));
+    result["run"] = r->result;
+    return result;
+  }
+  auto verdict = g.runChecker(plan, out, p.name + "-check-verdict");
+  if (!verdict) return gate(false, verdict.error().message);
+  result["cases"] = (*verdict)["cases"];
+  if (!(*verdict)["ok"].get<bool>()) {
+    result["pass"] = false;
+    result["reason"] = "wrong output: " + firstFailure(*verdict);
+  }
+  return result;
+}
+
+struct ProcessTiming {
+  double wall_s = 0;
+  double claimed_s = 0;
+};
+
+// Performance on one phase: baseline and candidate processes alternate (ABBA order) for the
+// task's rounds; the candidate's outputs of timed calls are checked; claimed times must be
+// accounted for by the outside clock.
+json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs::path& candidateDir,
+                     const Phase& p) {
+  const Task& task = g.task();
+  const std::string plan = p.name + "-perf.json";
+  std::map<std::string, std::vector<double>> samples[2];  // [0] baseline, [1] candidate
+  json rounds = json::array();
+  for (int round = 0; round < task.timing.rounds; ++round) {
+    ProcessTiming timing[2];
+    const int order[2] = {round % 2, 1 - round % 2};
+    for (int side : order) {
+      const std::string who = side == 0 ? "baseline" : "candidate";
+      const std::string tag = p.name + "-perf-" + who + "-" + std::to_string(round);
+      const fs::path out = g.layout().out / tag;
+      auto r = g.runRunner(side == 0 ? baselineDir : candidateDir, "perf", plan, p.name, out,
+                           task.limits.performance_s, tag);
+      if (!r) return gate(false, r.error().message);
+      if (!r->succeeded()) {
+        std::string msg = "the " + who + " runner " + r->describe() + ": " + g.logTail(tag);
+        if (side == 0) msg = "baseline failed (task problem): " + msg;
+        return gate(false, msg);
+      }
+      timing[side].wall_s = r->wall_s;
+      for (const auto& cfg : p.configs) {
+        const std::string group = cfg["name"];
+        auto t = readTimes(out / (group + ".times.json"), task.timing.samples);
+        if (!t) return gate(false, "the " + who + " runner's times: " + t.error().message);
+        for (double ns : *t) timing[side].claimed_s += ns / 1e9;
+        auto& dst = samples[side][group];
+        dst.insert(dst.end(), t->begin(), t->end());
+      }
+      if (side == 1) {
+        auto verdict = g.runChecker(plan, out, tag + "-verdict");
+        if (!verdict) return gate(false, verdict.error().message);
+        if (!(*verdict)["ok"].get<bool>())
+          return gate(false, "outputs of timed calls are wrong (results cached or reused across calls?): " +
+                                 firstFailure(*verdict));
+      }
+    }
+    const double overheadB = timing[0].wall_s - timing[0].claimed_s;
+    const double overheadC = timing[1].wall_s - timing[1].claimed_s;
+    rounds.push_back({{"baseline_wall_s", timing[0].wall_s}, {"baseline_claimed_s", timing[0].claimed_s},
+                      {"candidate_wall_s", timing[1].wall_s}, {"candidate_claimed_s", timing[1].claimed_s}});
+    if (timing[1].claimed_s > timing[1].wall_s ||
+        overheadC > overheadB * kOverheadSlackFactor + kOverheadSlackSeconds) {
+      json r = gate(false, "claimed times the outside clock cannot account for: the candidate process ran " +
+                               std::to_string(timing[1].wall_s) + " s and claims " +
+                               std::to_string(timing[1].claimed_s) + " s of timed calls, leaving " +
+                               std::to_string(overheadC) + " s outside them against the baseline's " +
+                               std::to_string(overheadB) + " s");
+      r["rounds"] = rounds;
+      return r;
+    }
+  }
+
+  json configs = json::array();
+  std::vector<double> speedups;
+  for (const auto& cfg : p.configs) {
+    const std::string group = cfg["name"];
+    SampleStats b = describeSamples(samples[0][group]);
+    SampleStats c = describeSamples(samples[1][group]);
+    const double speedup = b.median / c.median;
+    speedups.push_back(speedup);
+    configs.push_back({{"name", group}, {"baseline", b.toJson()}, {"candidate", c.toJson()}, {"speedup", speedup}});
+  }
+  json result = gate(true, "");
+  result["configs"] = configs;
+  result["speedup"] = geometricMean(speedups);
+  result["rounds"] = rounds;
+  return result;
+}
+
+Phase makePhase(const std::string& name, const std::vector<json>& configs, const TaskTiming& timing,
+                const std::function<uint64_t()>& seed) {
+  constexpr int kCorrectnessSeeds = 3;
+  Phase p{name, configs, {}, {}};
+  for (const auto& cfg : configs) {
+    const std::string n = cfg["name"];
+    for (int s = 0; s < kCorrectnessSeeds; ++s) p.check.push_back({n + ".s" + std::to_string(s), cfg, seed()});
+    for (int k = 0; k < timing.input_sets; ++k) p.perf.push_back({n + ".p" + std::to_string(k), cfg, seed()});
+  }
+  return p;
+}
+
+// Runs the trusted reference once for every case of both phases, then splits its output:
+// inputs per phase (what runners may see), expected outputs (what only the checker sees).
+Status generateData(const GateRunner& g, const fs::path& trustedDir, const std::vector<Phase>& phases) {
+  const Layout& l = g.layout();
+  json all = json::array();
+  for (const auto& p : phases) {
+    for (const auto& c : p.check) all.push_back(caseJson(c, true));
+    for (const auto& c : p.perf) all.push_back(caseJson(c, true));
+  }
+  if (auto s = writeFile(l.gen / "plan.json", json{{"cases", all}}.dump()); !s) return s;
+  if (auto s = g.ownForSandbox(l.gen); !s) return s;
+  SandboxRequest r = g.request(g.task().limits.correctness_s, "reference-generate", g.task().gpu);
+  r.binds.push_back({trustedDir, "/trusted", false});
+  r.workspace = l.gen;
+  r.command = {"/trusted/reference", "generate", "--plan", "/workspace/plan.json", "--data", "/workspace"};
+  auto outcome = g.run(r);
+  if (!outcome) return outcome.error();
+  if (!outcome->succeeded())
+    return Error{"the trusted reference " + outcome->describe() + ": " + g.logTail("reference-generate")};
+  std::error_code ec;
+  for (const auto& p : phases) {
+    fs::create_directories(l.inputs(p.name), ec);
+    for (const auto* list : {&p.check, &p.perf})
+      for (const auto& c : *list) {
+        fs::rename(l.gen / (c.name + ".in.akt"), l.inputs(p.name) / (c.name + ".in.akt"), ec);
+        if (ec) return Error{"the reference wrote no inputs for case " + c.name + ": " + ec.message()};
+        fs::rename(l.gen / (c.name + ".ref.akt"), l.expected / (c.name + ".ref.akt"), ec);
+        if (ec) return Error{"the reference wrote no expected output for case " + c.name + ": " + ec.message()};
+      }
+  }
+  return {};
+}
+
+std::mutex g_trustedBuildMutex;
+
+}  // namespace
+
+double arenaScore(bool compiled, bool correct, double speedup) {
+  if (!compiled) return 0;
+  if (!correct) return 20;
+  return 120 + 100 * speedup;
+}
+
+Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env) {
+  const fs::path root = env.trusted_cache / task.content_hash;
+  const fs::path done = root / "trusted";
+  std::lock_guard lock(g_trustedBuildMutex);
+  if (fs::exists(done / ".built")) return done;
+  std::error_code ec;
+  const fs::path tmp = root / ("trusted.tmp-" + randomHex(6));
+  fs::create_directories(root, ec);
+  if (auto s = assemblePristineWorkspace(task, env.tasks_root, tmp); !s) return s.error();
+  if (env.sandbox_uid != 0)
+    if (auto s = chownTree(tmp, env.sandbox_uid, env.sandbox_gid); !s) return s.error();
+  SandboxRequest r;
+  r.workspace = tmp;
+  r.memory_bytes = task.limits.memory_bytes;
+  r.pids = task.limits.pids;
+  r.wall_s = 2 * task.limits.compile_s;
+  r.binds = env.image.binds;
+  r.env = env.image.env;
+  std::vector<std::string> cmds = task.build_reference;
+  cmds.insert(cmds.end(), task.build_candidate.begin(), task.build_candidate.end());
+  r.command = {"/bin/sh", "-c", shellJoin(cmds)};
+  r.stdout_file = root / "trusted-build.log";
+  r.stderr_file = root / "trusted-build.log";
+  auto outcome = runSandbox(r, env.canceller);
+  if (!outcome) return outcome.error();
+  if (!outcome->succeeded()) {
+    fs::remove_all(tmp, ec);
+    return Error{"the trusted build of task " + task.id + " failed (" + outcome->describe() +
+                 "): " + tailOfFile(root / "trusted-build.log", kLogTailBytes)};
+  }
+  for (const char* program : {"reference", "runner"})
+    if (!fs::exists(tmp / program)) {
+      fs::remove_all(tmp, ec);
+      return Error{"the trusted build of task " + task.id + " made no ./" + program};
+    }
+  if (auto s = writeFile(tmp / ".built", task.content_hash + "\n"); !s) return s.error();
+  fs::remove_all(done, ec);
+  fs::rename(tmp, done, ec);
+  if (ec) return Error{"cannot move the trusted build into place at " + done.string() + ": " + ec.message()};
+  return done;
+}
+
+Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, const fs::path& workDir,
+                            const ScoringEnvironment& env) {
+  auto notify = [&](const std::string& gateName) {
+    if (env.on_gate) env.on_gate(gateName);
+  };
+  Layout l;
+  l.root = workDir;
+  l.ws = workDir / "ws";
+  l.gen = workDir / "gen";
+  l.expected = workDir / "expected";
+  l.plans = workDir / "plans";
+  l.out = workDir / "out";
+  l.logs = workDir / "logs";
+  std::error_code ec;
+  if (fs::exists(workDir)) return Error{"scoring directory " + workDir.string() + " already exists"};
+  for (const auto& d : {l.gen, l.expected, l.plans, l.out, l.logs}) {
+    fs::create_directories(d, ec);
+    if (ec) return Error{"cannot create " + d.string() + ": " + ec.message()};
+  }
+  auto trusted = ensureTrustedBuild(task, env);
+  if (!trusted) return trusted.error();
+
+  auto assembled = assembleScoringWorkspace(task, env.tasks_root, candidateTree, l.ws);
+  if (!assembled) return assembled.error();
+  const auto drawSeed = env.draw_seed ? env.draw_seed : secureRandom64;
+
+  json result = {{"task", task.id},
+                 {"task_hash", task.content_hash},
+                 {"taken_files", assembled->taken},
+                 {"ignored_changes", assembled->ignored}};
+  json gates = json::object();
+  GateRunner g(task, env, l);
+
+  // Gate 1: compile, in the scoring workspace, without a GPU.
+  notify("compile");
+  if (auto s = g.ownForSandbox(l.ws); !s) return s.error();
+  SandboxRequest build = g.request(task.limits.compile_s, "compile", false);
+  build.workspace = l.ws;
+  build.command = {"/bin/sh", "-c", shellJoin(task.build_candidate)};
+  auto compiled = g.run(build);
+  if (!compiled) return compiled.error();
+  const bool builtRunner = fs::is_regular_file(l.ws / "runner");
+  gates["compile"] = gate(compiled->succeeded() && builtRunner,
+                          compiled->succeeded() ? (builtRunner ? "" : "the build made no ./runner")
+                                                : "the build " + compiled->describe() + ": " + g.logTail("compile"));
+  gates["compile"]["run"] = compiled->result;
+  const bool compileOk = gates["compile"]["pass"];
+
+  std::vector<Phase> phases = {makePhase("visible", task.visible, task.timing, drawSeed),
+                               makePhase("held_out", task.held_out, task.timing, drawSeed)};
+  json seeds = json::object();
+  for (const auto& p : phases) {
+    for (const auto* list : {&p.check, &p.perf})
+      for (const auto& c : *list) seeds[c.name] = std::to_string(c.seed);
+    if (auto s = writeFile(l.plans / (p.name + "-check.json"), checkPlan(p, false).dump()); !s) return s.error();
+    if (auto s = writeFile(l.plans / (p.name + "-perf.json"), perfPlan(p, task.timing, false).dump()); !s) return s.error();
+  }
+  if (auto s = writeFile(l.plans / "tolerances.json", task.tolerancesJson().dump()); !s) return s.error();
+  result["seeds"] = seeds;
+
+  bool correct = false, heldCorrect = false;
+  double speedup = 0, heldSpeedup = 0;
+  if (compileOk) {
+    notify("generate");
+    if (auto s = generateData(g, *trusted, phases); !s) return s.error();
+
+    notify("correctness");
+    gates["correctness"] = correctnessGate(g, l.ws, phases[0]);
+    correct = gates["correctness"]["pass"];
+    if (correct) {
+      notify("performance");
+      gates["performance"] = performanceGate(g, *trusted, l.ws, phases[0]);
+      if (gates["performance"]["pass"]) speedup = gates["performance"]["speedup"];
+      else correct = false;  // wrong timed outputs or unaccountable times fail the attempt
+    }
+    // Held-out configurations are scored whenever the candidate compiles, reported apart.
+    notify("held_out_correctness");
+    gates["held_out_correctness"] = correctnessGate(g, l.ws, phases[1]);
+    heldCorrect = gates["held_out_correctness"]["pass"];
+    if (heldCorrect) {
+      notify("held_out_performance");
+      gates["held_out_performance"] = performanceGate(g, *trusted, l.ws, phases[1]);
+      if (gates["held_out_performance"]["pass"]) heldSpeedup = gates["held_out_performance"]["speedup"];
+      else heldCorrect = false;
+    }
+  }
+
+  result["gates"] = gates;
+  result["compiled"] = compileOk;
+  result["correct"] = correct;
+  result["speedup"] = correct ? json(speedup) : json(nullptr);
+  result["held_out_correct"] = heldCorrect;
+  result["held_out_speedup"] = heldCorrect ? json(heldSpeedup) : json(nullptr);
+  result["score"] = arenaScore(compileOk, correct, speedup);
+  std::string reason;
+  for (const char* name : {"compile", "correctness", "performance"})
+    if (gates.contains(name) && !gates[name]["pass"].get<bool>()) {
+      reason = std::string(name) + ": " + gates[name].value("reason", std::string());
+      break;
+    }
+  if (!reason.empty()) result["failure"] = reason;
+  log::info("scored ", task.id, ": compiled=", compileOk, " correct=", correct, " speedup=", speedup,
+            " held_out_correct=", heldCorrect);
+  return result;
+}
+
+}  // namespace akad

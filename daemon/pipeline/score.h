@@ -1,0 +1,55 @@
+#pragma once
+// Stage 4: the isolated scorer. From a candidate tree (an extracted snapshot) it builds a clean
+// scoring workspace and runs the gates, each in its own akabox sandbox with no network:
+// compile -> correctness (visible) -> performance (visible), then correctness and performance
+// on the held-out configurations. Trusted programs (reference, checker) never share a process
+// with candidate code; the candidate runner sees only inputs.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "daemon/pipeline/sandbox_run.h"
+#include "daemon/pipeline/task.h"
+
+namespace akad {
+
+// What a sandbox needs for a task's toolchain image (images/<name>/image.yaml).
+struct ImageProfile {
+  std::string name = "host";
+  std::vector<SandboxBind> binds;
+  std::map<std::string, std::string> env;
+};
+
+struct ScoringEnvironment {
+  std::filesystem::path tasks_root;     // holds common/<harness>/
+  std::filesystem::path trusted_cache;  // <state>/tasks: trusted builds per task content hash
+  std::filesystem::path akacheck;       // the project's checker binary
+  ImageProfile image;
+  std::vector<std::string> gpus;        // the leased GPU, if the task needs one
+  uid_t sandbox_uid = 0;                // owner of directories a sandbox writes (0: leave as is)
+  gid_t sandbox_gid = 0;
+  SandboxCanceller* canceller = nullptr;
+  std::function<void(const std::string& gate)> on_gate;  // progress for run.watch
+  // Seeds are fresh per scoring; a re-score of the same snapshot draws new ones.
+  std::function<uint64_t()> draw_seed;
+};
+
+// Builds (once per task content hash) the task's trusted programs: the reference and the
+// baseline runner, from pristine files only. Returns the directory that holds them.
+Result<std::filesystem::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env);
+
+// Scores a candidate tree in workDir (created, must not exist). Gate failures are results,
+// not errors; an Error means the scorer itself could not work (the attempt is marked failed).
+Result<nlohmann::json> scoreCandidate(const Task& task, const std::filesystem::path& candidateTree,
+                                      const std::filesystem::path& workDir,
+                                      const ScoringEnvironment& env);
+
+// The AgentKernelArena-compatible score: 0 not compiled, 20 compiled but incorrect,
+// 120 + 100 x speedup when correct.
+double arenaScore(bool compiled, bool correct, double speedup);
+
+}  // namespace akad

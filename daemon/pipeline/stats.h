@@ -1,0 +1,26 @@
+#pragma once
+// Summary statistics of timing samples, shared by the scorer and the run report.
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace akad {
+
+struct SampleStats {
+  double median = 0;
+  double min = 0;
+  double q1 = 0;
+  double q3 = 0;
+  std::size_t n = 0;
+  double iqr() const { return q3 - q1; }
+  nlohmann::json toJson() const;  // nanoseconds: median_ns, min_ns, iqr_ns, n
+};
+
+// Quantiles by linear interpolation between order statistics.
+SampleStats describeSamples(std::vector<double> samples);
+double quantile(const std::vector<double>& sorted, double q);
+// 0 for an empty list; values must be positive.
+double geometricMean(const std::vector<double>& values);
+
+}  // namespace akad

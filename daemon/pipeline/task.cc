@@ -1,0 +1,385 @@
+#include "daemon/pipeline/task.h"
+
+#include <fnmatch.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/sha256.h"
+
+namespace fs = std::filesystem;
+
+namespace akad {
+namespace {
+
+// Collects validation problems so a task author sees all of them at once.
+class TaskChecker {
+ public:
+  explicit TaskChecker(fs::path file) : file_(std::move(file)) {}
+
+  void fail(const std::string& field, const std::string& what) {
+    problems_.push_back(file_.string() + ": " + field + ": " + what);
+  }
+  bool ok() const { return problems_.empty(); }
+  Error error() const {
+    std::string msg;
+    for (const auto& p : problems_) msg += (msg.empty() ? "" : "\n") + p;
+    return Error{msg};
+  }
+
+  std::string string(const YAML::Node& root, const std::string& key, bool required = true) {
+    const YAML::Node n = root[key];
+    if (!n) {
+      if (required) fail(key, "missing (a string is required)");
+      return {};
+    }
+    if (!n.IsScalar()) {
+      fail(key, "must be a string");
+      return {};
+    }
+    return n.as<std::string>();
+  }
+
+  std::vector<std::string> strings(const YAML::Node& root, const std::string& key, bool required) {
+    std::vector<std::string> out;
+    const YAML::Node n = root[key];
+    if (!n) {
+      if (required) fail(key, "missing (a list of strings is required)");
+      return out;
+    }
+    if (n.IsScalar()) return {n.as<std::string>()};
+    if (!n.IsSequence()) {
+      fail(key, "must be a list of strings");
+      return out;
+    }
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      if (!n[i].IsScalar()) {
+        fail(key + "[" + std::to_string(i) + "]", "must be a string");
+        continue;
+      }
+      out.push_back(n[i].as<std::string>());
+    }
+    return out;
+  }
+
+  template <class T>
+  void number(const YAML::Node& map, const std::string& path, const std::string& key, T& out,
+              T min, T max) {
+    const YAML::Node n = map[key];
+    if (!n) return;  // defaults apply
+    try {
+      T v = n.as<T>();
+      if (v < min || v > max) {
+        fail(path + "." + key, "must be between " + std::to_string(min) + " and " +
+                                   std::to_string(max));
+        return;
+      }
+      out = v;
+    } catch (const YAML::Exception&) {
+      fail(path + "." + key, "must be a number");
+    }
+  }
+
+ private:
+  fs::path file_;
+  std::vector<std::string> problems_;
+};
+
+nlohmann::json yamlToJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& kv : n) o[kv.first.as<std::string>()] = yamlToJson(kv.second);
+    return o;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& e : n) a.push_back(yamlToJson(e));
+    return a;
+  }
+  if (n.IsScalar()) {
+    const std::string s = n.Scalar();
+    // Keep numbers numbers: a config's sizes are read as integers by the harness.
+    if (n.Tag() != "!" && !s.empty()) {
+      try {
+        std::size_t used = 0;
+        long long i = std::stoll(s, &used, 10);
+        if (used == s.size()) return i;
+      } catch (...) {
+      }
+      try {
+        std::size_t used = 0;
+        double d = std::stod(s, &used);
+        if (used == s.size()) return d;
+      } catch (...) {
+      }
+      if (s == "true") return true;
+      if (s == "false") return false;
+    }
+    return s;
+  }
+  return nullptr;
+}
+
+std::vector<nlohmann::json> loadConfigs(TaskChecker& check, const YAML::Node& configs,
+                                        const std::string& key, std::set<std::string>& names) {
+  std::vector<nlohmann::json> out;
+  const YAML::Node list = configs[key];
+  const std::string field = "configs." + key;
+  if (!list || !list.IsSequence() || list.size() == 0) {
+    check.fail(field, "must be a non-empty list of configurations");
+    return out;
+  }
+  static const std::regex nameRe("[A-Za-z0-9][A-Za-z0-9_.x-]{0,63}");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    if (!list[i].IsMap()) {
+      check.fail(at, "must be a map of parameters");
+      continue;
+    }
+    nlohmann::json c = yamlToJson(list[i]);
+    for (auto& [k, v] : c.items()) {
+      if (v.is_object() || v.is_array() || v.is_null())
+        check.fail(at + "." + k, "must be a number, string or boolean");
+    }
+    if (!c.contains("name") || !c["name"].is_string()) {
+      check.fail(at + ".name", "missing (every configuration needs a unique name)");
+      continue;
+    }
+    const std::string name = c["name"];
+    if (!std::regex_match(name, nameRe))
+      check.fail(at + ".name", "'" + name + "' must match [A-Za-z0-9][A-Za-z0-9_.x-]*");
+    if (!names.insert(name).second) check.fail(at + ".name", "'" + name + "' is used twice");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+bool safeRelativePath(const std::string& p) {
+  if (p.empty() || p.front() == '/') return false;
+  for (const auto& part : fs::path(p)) {
+    if (part == ".." || part == ".") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parseSize(const std::string& text, uint64_t& out) {
+  if (text.empty()) return false;
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used, 10);
+  } catch (...) {
+    return false;
+  }
+  std::string unit = text.substr(used);
+  uint64_t mul = 1;
+  if (unit.empty() || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KiB") mul = 1ull << 10;
+  else if (unit == "M" || unit == "MiB") mul = 1ull << 20;
+  else if (unit == "G" || unit == "GiB") mul = 1ull << 30;
+  else return false;
+  out = v * mul;
+  return true;
+}
+
+nlohmann::json Task::tolerancesJson() const {
+  nlohmann::json t = nlohmann::json::object();
+  for (const auto& [dtype, tol] : tolerances) t[dtype] = {{"atol", tol.atol}, {"rtol", tol.rtol}};
+  return t;
+}
+
+Result<Task> loadTask(const fs::path& dir) {
+  const fs::path file = dir / "task.yaml";
+  TaskChecker check(file);
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file.string());
+  } catch (const YAML::BadFile&) {
+    return Error{file.string() + ": cannot read the file"};
+  } catch (const YAML::Exception& e) {
+    return Error{file.string() + ": not valid YAML: " + e.what()};
+  }
+  if (!root.IsMap()) return Error{file.string() + ": the top level must be a map"};
+
+  Task t;
+  t.dir = fs::absolute(dir).lexically_normal();
+  const std::string suiteDir = t.dir.parent_path().filename().string();
+
+  if (root["schema"] && root["schema"].Scalar() != "1") check.fail("schema", "only schema 1 is known");
+  static const std::regex idRe("[a-z0-9][a-z0-9_-]{0,63}");
+  const std::string id = check.string(root, "id");
+  if (!id.empty() && !std::regex_match(id, idRe)) check.fail("id", "'" + id + "' must match [a-z0-9][a-z0-9_-]*");
+  if (!id.empty() && id != t.dir.filename().string())
+    check.fail("id", "'" + id + "' must equal the folder name '" + t.dir.filename().string() + "'");
+  t.suite = check.string(root, "suite");
+  if (!t.suite.empty() && t.suite != suiteDir)
+    check.fail("suite", "'" + t.suite + "' must equal the suite folder '" + suiteDir + "'");
+  t.id = t.suite + "/" + id;
+  t.title = check.string(root, "title");
+  t.prompt = check.string(root, "prompt");
+  t.harness = check.string(root, "harness");
+  t.image = check.string(root, "image", false);
+  if (t.image.empty()) t.image = "host";
+  if (root["gpu"]) {
+    try {
+      t.gpu = root["gpu"].as<bool>();
+    } catch (const YAML::Exception&) {
+      check.fail("gpu", "must be true or false");
+    }
+  }
+
+  t.editable = check.strings(root, "editable", true);
+  if (t.editable.empty()) check.fail("editable", "must name at least one file the agent may edit");
+  for (const auto& e : t.editable)
+    if (!safeRelativePath(e)) check.fail("editable", "'" + e + "' must be a relative path inside the workspace");
+  t.exclude = check.strings(root, "exclude", false);
+
+  const YAML::Node build = root["build"];
+  if (!build || !build.IsMap()) {
+    check.fail("build", "missing (a map with 'reference' and 'candidate' command lists)");
+  } else {
+    t.build_reference = check.strings(build, "reference", true);
+    t.build_candidate = check.strings(build, "candidate", true);
+  }
+
+  const YAML::Node configs = root["configs"];
+  if (!configs || !configs.IsMap()) {
+    check.fail("configs", "missing (a map with 'visible' and 'held_out' lists)");
+  } else {
+    std::set<std::string> names;
+    t.visible = loadConfigs(check, configs, "visible", names);
+    t.held_out = loadConfigs(check, configs, "held_out", names);
+  }
+
+  const YAML::Node tol = root["tolerances"];
+  if (!tol || !tol.IsMap() || tol.size() == 0) {
+    check.fail("tolerances", "missing (a map from dtype to {atol, rtol})");
+  } else {
+    static const std::set<std::string> dtypes = {"f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8"};
+    for (const auto& kv : tol) {
+      const std::string dt = kv.first.as<std::string>();
+      if (!dtypes.count(dt)) check.fail("tolerances." + dt, "unknown dtype (known: f32 f64 f16 bf16 i32 i64 u8 i8)");
+      Tolerance x;
+      check.number(kv.second, "tolerances." + dt, "atol", x.atol, 0.0, 1e9);
+      check.number(kv.second, "tolerances." + dt, "rtol", x.rtol, 0.0, 1e9);
+      t.tolerances[dt] = x;
+    }
+  }
+
+  if (const YAML::Node timing = root["timing"]) {
+    if (!timing.IsMap()) check.fail("timing", "must be a map");
+    else {
+      check.number(timing, "timing", "warmup", t.timing.warmup, 0, 1000);
+      check.number(timing, "timing", "samples", t.timing.samples, 5, 100000);
+      check.number(timing, "timing", "rounds", t.timing.rounds, 1, 100);
+      check.number(timing, "timing", "input_sets", t.timing.input_sets, 1, 64);
+      check.number(timing, "timing", "flush_bytes", t.timing.flush_bytes, uint64_t{0}, uint64_t{1} << 34);
+    }
+  }
+  if (const YAML::Node limits = root["limits"]) {
+    if (!limits.IsMap()) check.fail("limits", "must be a map");
+    else {
+      check.number(limits, "limits", "agent_s", t.limits.agent_s, 1.0, 86400.0);
+      check.number(limits, "limits", "compile_s", t.limits.compile_s, 1.0, 86400.0);
+      check.number(limits, "limits", "correctness_s", t.limits.correctness_s, 1.0, 86400.0);
+      check.number(limits, "limits", "performance_s", t.limits.performance_s, 1.0, 86400.0);
+      check.number(limits, "limits", "pids", t.limits.pids, 8, 1 << 20);
+      if (limits["memory"]) {
+        if (!limits["memory"].IsScalar() || !parseSize(limits["memory"].Scalar(), t.limits.memory_bytes))
+          check.fail("limits.memory", "must be a size such as 512M or 4G");
+      }
+    }
+  }
+
+  for (const char* sub : {"workspace", "harness", "solution"}) {
+    if (!fs::is_directory(t.dir / sub)) check.fail(sub, std::string("the folder ") + sub + "/ is missing beside task.yaml");
+  }
+  for (const auto& e : t.editable) {
+    if (safeRelativePath(e) && !fs::exists(t.dir / "workspace" / e))
+      check.fail("editable", "'" + e + "' does not exist in workspace/");
+  }
+  if (!check.ok()) return check.error();
+
+  auto hash = taskContentHash(t.dir);
+  if (!hash) return hash.error();
+  t.content_hash = *hash;
+  return t;
+}
+
+Result<std::string> taskContentHash(const fs::path& dir) {
+  std::vector<std::pair<std::string, fs::path>> files;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; it != end;
+       it.increment(ec)) {
+    if (ec) break;
+    const auto st = it->symlink_status(ec);
+    if (fs::is_regular_file(st) || fs::is_symlink(st))
+      files.emplace_back(fs::relative(it->path(), dir).generic_string(), it->path());
+  }
+  if (ec) return Error{"cannot walk task folder " + dir.string() + ": " + ec.message()};
+  std::sort(files.begin(), files.end());
+  Sha256 h;
+  for (const auto& [rel, path] : files) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return errnoError("cannot stat " + path.string());
+    std::string content;
+    if (S_ISLNK(st.st_mode)) {
+      content = "link:" + fs::read_symlink(path, ec).string();
+    } else {
+      auto fh = sha256File(path);
+      if (!fh) return fh.error();
+      content = ((st.st_mode & 0111) ? "exec:" : "file:") + *fh;
+    }
+    h.update(rel);
+    h.update("\0", 1);
+    h.update(content);
+    h.update("\n", 1);
+  }
+  return h.hexDigest();
+}
+
+TaskCatalogScan scanTasks(const fs::path& tasksRoot) {
+  TaskCatalogScan scan;
+  std::error_code ec;
+  std::vector<fs::path> dirs;
+  for (const auto& suite : fs::directory_iterator(tasksRoot, ec)) {
+    if (!suite.is_directory() || suite.path().filename() == "common") continue;
+    for (const auto& task : fs::directory_iterator(suite.path(), ec))
+      if (fs::exists(task.path() / "task.yaml")) dirs.push_back(task.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& d : dirs) {
+    auto t = loadTask(d);
+    if (t) scan.tasks.push_back(std::move(*t));
+    else scan.errors.push_back(t.error().message);
+  }
+  return scan;
+}
+
+Result<std::vector<const Task*>> selectTasks(const std::vector<Task>& tasks,
+                                             const std::vector<std::string>& selectors) {
+  if (selectors.empty()) return Error{"no task selector given (a suite, suite/task, or a glob)"};
+  std::set<std::string> chosen;
+  for (const auto& sel : selectors) {
+    bool matched = false;
+    for (const auto& t : tasks) {
+      if (t.suite == sel || t.id == sel || ::fnmatch(sel.c_str(), t.id.c_str(), 0) == 0) {
+        chosen.insert(t.id);
+        matched = true;
+      }
+    }
+    if (!matched) return Error{"no tasks match '" + sel + "'"};
+  }
+  std::vector<const Task*> out;
+  for (const auto& t : tasks)
+    if (chosen.count(t.id)) out.push_back(&t);
+  return out;
+}
+
+}  // namespace akad

@@ -1,0 +1,88 @@
+#pragma once
+// A benchmark task loaded from tasks/<suite>/<task>/task.yaml and validated at the border:
+// every problem names the file, the field and what is wrong.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace akad {
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+struct TaskTiming {
+  int warmup = 3;
+  int samples = 30;
+  int rounds = 3;
+  int input_sets = 3;
+  uint64_t flush_bytes = 64ull << 20;
+};
+
+struct TaskLimits {
+  double agent_s = 600;
+  double compile_s = 120;
+  double correctness_s = 120;
+  double performance_s = 300;
+  uint64_t memory_bytes = 2ull << 30;
+  int pids = 256;
+};
+
+struct Task {
+  std::filesystem::path dir;  // the task folder
+  std::string id;             // "<suite>/<id>"
+  std::string suite;
+  std::string title;
+  std::string prompt;
+  std::string harness;        // tasks/common/<harness>/
+  std::string image;          // images/<image>/
+  bool gpu = false;
+  std::vector<std::string> editable;
+  std::vector<std::string> exclude;
+  std::vector<std::string> build_reference;
+  std::vector<std::string> build_candidate;
+  std::vector<nlohmann::json> visible;   // each has a unique "name"
+  std::vector<nlohmann::json> held_out;  // never copied to the agent
+  std::map<std::string, Tolerance> tolerances;
+  TaskTiming timing;
+  TaskLimits limits;
+  std::string content_hash;  // SHA-256 over the folder (see taskContentHash)
+
+  std::filesystem::path workspaceDir() const { return dir / "workspace"; }
+  std::filesystem::path harnessDir() const { return dir / "harness"; }
+  std::filesystem::path solutionDir() const { return dir / "solution"; }
+  nlohmann::json tolerancesJson() const;
+};
+
+// "512M", "4G", "1024" -> bytes; false on anything else.
+bool parseSize(const std::string& text, uint64_t& out);
+
+// Loads and validates <dir>/task.yaml; `suite` is the name of the folder above it.
+Result<Task> loadTask(const std::filesystem::path& dir);
+
+// SHA-256 over every file under dir: relative path, kind, executable bit and content, in
+// byte order of paths. Symlinks count by their target text.
+Result<std::string> taskContentHash(const std::filesystem::path& dir);
+
+// Every task under tasksRoot/<suite>/<task>/task.yaml, loaded; a task that fails to load is
+// reported in `errors` and left out.
+struct TaskCatalogScan {
+  std::vector<Task> tasks;
+  std::vector<std::string> errors;
+};
+TaskCatalogScan scanTasks(const std::filesystem::path& tasksRoot);
+
+// Selectors: "cpu" (a suite), "cpu/softmax" (a task), or an fnmatch glob over "suite/task".
+// Tasks come back sorted by id, each once. An empty match for any selector is an error.
+Result<std::vector<const Task*>> selectTasks(const std::vector<Task>& tasks,
+                                             const std::vector<std::string>& selectors);
+
+}  // namespace akad
