@@ -44,14 +44,21 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
       if (auto st = chownTree(ws, s.scoring.sandbox_uid, s.scoring.sandbox_gid); !st) return st.error();
 
     stage("agent");
+    AttemptServices::StageGpu agentGpu;
+    if (task.gpu && s.lease_gpu) {
+      auto leased = s.lease_gpu("agent");
+      if (!leased) return leased.error();
+      agentGpu = std::move(*leased);
+    }
     AgentStageOptions ao;
     ao.image = s.scoring.image;
-    ao.gpus = s.scoring.gpus;
+    ao.gpus = agentGpu.gpu_ids;
     ao.credentials = plan.credentials;
     ao.time_limit_s = plan.agent_time_limit_s;
     ao.logs_dir = logs;
     ao.canceller = s.scoring.canceller;
     auto agent = runAgentStage(task, plan.agent, ws, ao);
+    agentGpu.holder.reset();  // the GPU is free while the snapshot is taken
     if (!agent) return agent.error();
     if (cancelled()) return Error{"cancelled"};
     result["agent"] = *agent;
@@ -65,7 +72,7 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
                  {"run", plan.run_id},
                  {"agent", plan.agent.name},
                  {"image", s.scoring.image.name},
-                 {"gpu", s.scoring.gpus.empty() ? json(nullptr) : json(s.scoring.gpus.front())},
+                 {"gpu", agentGpu.gpu_ids.empty() ? json(nullptr) : json(agentGpu.gpu_ids.front())},
                  {"agent_status", (*agent)["status"]},
                  {"created_at", static_cast<int64_t>(::time(nullptr))}};
     auto manifest = s.snapshots->add(ws, co, meta);
@@ -87,6 +94,13 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   if (auto st = snapshot::extractArchive(*archive, candidate, snapshot::Limits{}); !st)
     return Error{"snapshot " + sha + " was refused at extraction: " + st.error().message};
   ScoringEnvironment env = s.scoring;
+  AttemptServices::StageGpu scoreGpu;
+  if (task.gpu && s.lease_gpu) {
+    auto leased = s.lease_gpu("score");
+    if (!leased) return leased.error();
+    scoreGpu = std::move(*leased);
+    env.gpus = scoreGpu.gpu_ids;
+  }
   env.on_gate = [&](const std::string& g) { stage("score:" + g); };
   auto scored = scoreCandidate(task, candidate, scoreRoot / "gates", env);
   dropScoringData(scoreRoot / "gates");

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -40,6 +42,13 @@ struct AttemptServices {
   std::function<void(const std::string& stage)> on_stage;
   // Called with the new snapshot's hash; must make it durable before scoring starts.
   std::function<Status(const std::string& sha256)> on_snapshot;
+  // For GPU tasks: leases one GPU for a stage ("agent", "score") and returns its id; the lease
+  // is given back when the returned holder is destroyed. Empty for CPU tasks.
+  struct StageGpu {
+    std::shared_ptr<void> holder;
+    std::vector<std::string> gpu_ids;
+  };
+  std::function<Result<StageGpu>(const std::string& stage)> lease_gpu;
 };
 
 // Runs the attempt. Agent failures and failed gates are part of the returned result; an Error

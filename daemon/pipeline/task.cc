@@ -3,7 +3,10 @@
 #include <fnmatch.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -297,6 +300,9 @@ Result<Task> loadTask(const fs::path& dir) {
     }
   }
 
+  static const std::regex harnessRe("[a-z0-9_-]{1,32}");
+  if (!t.harness.empty() && !std::regex_match(t.harness, harnessRe))
+    check.fail("harness", "'" + t.harness + "' must be the name of a folder in tasks/common/");
   for (const char* sub : {"workspace", "harness", "solution"}) {
     if (!fs::is_directory(t.dir / sub)) check.fail(sub, std::string("the folder ") + sub + "/ is missing beside task.yaml");
   }
@@ -306,9 +312,17 @@ Result<Task> loadTask(const fs::path& dir) {
   }
   if (!check.ok()) return check.error();
 
+  // The common harness is part of what a result was scored with, so it is part of the identity.
   auto hash = taskContentHash(t.dir);
   if (!hash) return hash.error();
-  t.content_hash = *hash;
+  const fs::path common = t.dir.parent_path().parent_path() / "common" / t.harness;
+  std::string commonHash = "none";
+  if (fs::is_directory(common)) {
+    auto ch = taskContentHash(common);
+    if (!ch) return ch.error();
+    commonHash = *ch;
+  }
+  t.content_hash = sha256Hex(*hash + ":" + commonHash);
   return t;
 }
 
@@ -380,6 +394,33 @@ Result<std::vector<const Task*>> selectTasks(const std::vector<Task>& tasks,
   for (const auto& t : tasks)
     if (chosen.count(t.id)) out.push_back(&t);
   return out;
+}
+
+}  // namespace akad
+
+namespace akad {
+
+Result<fs::path> importTask(const Task& task, const fs::path& stateDir) {
+  const fs::path root = stateDir / "tasks" / task.content_hash / "def";
+  if (fs::exists(root / ".complete")) return root;
+  std::error_code ec;
+  const fs::path tmp = stateDir / "tasks" / task.content_hash / ("def.tmp-" + std::to_string(::getpid()) + "-" +
+                                                                  std::to_string(reinterpret_cast<uintptr_t>(&task)));
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp / task.suite, ec);
+  fs::copy(task.dir, tmp / task.suite / task.dir.filename(), fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (ec) return Error{"cannot import task " + task.id + " into " + tmp.string() + ": " + ec.message()};
+  const fs::path common = task.dir.parent_path().parent_path() / "common" / task.harness;
+  if (fs::is_directory(common)) {
+    fs::create_directories(tmp / "common", ec);
+    fs::copy(common, tmp / "common" / task.harness, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+    if (ec) return Error{"cannot import the common harness of " + task.id + ": " + ec.message()};
+  }
+  { std::ofstream(tmp / ".complete") << task.content_hash << "\n"; }
+  fs::rename(tmp, root, ec);
+  if (ec && !fs::exists(root / ".complete")) return Error{"cannot move imported task into " + root.string() + ": " + ec.message()};
+  fs::remove_all(tmp, ec);
+  return root;
 }
 
 }  // namespace akad

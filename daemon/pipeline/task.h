@@ -86,3 +86,10 @@ Result<std::vector<const Task*>> selectTasks(const std::vector<Task>& tasks,
                                              const std::vector<std::string>& selectors);
 
 }  // namespace akad
+
+namespace akad {
+// Copies the task (and its common harness) to <stateDir>/tasks/<hash>/def/, laid out like a
+// tasks root, unless it is there already; returns that root. Results name the hash, so the
+// exact version scored stays available for `akactl reproduce` after the repository moves on.
+Result<std::filesystem::path> importTask(const Task& task, const std::filesystem::path& stateDir);
+}  // namespace akad

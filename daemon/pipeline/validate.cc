@@ -1,0 +1,68 @@
+#include "daemon/pipeline/validate.h"
+
+#include <fstream>
+
+#include "daemon/pipeline/files.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace akad {
+namespace {
+
+json summary(const json& r) {
+  json s = {{"compiled", r.value("compiled", false)},
+            {"correct", r.value("correct", false)},
+            {"speedup", r.value("speedup", json(nullptr))},
+            {"held_out_correct", r.value("held_out_correct", false)},
+            {"held_out_speedup", r.value("held_out_speedup", json(nullptr))}};
+  if (r.contains("failure")) s["failure"] = r["failure"];
+  return s;
+}
+
+}  // namespace
+
+Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const fs::path& workDir,
+                          double minSpeedup) {
+  std::error_code ec;
+  fs::remove_all(workDir, ec);
+  const fs::path solutionTree = workDir / "solution-tree";
+  const fs::path brokenTree = workDir / "broken-tree";
+  for (const auto* tree : {&solutionTree, &brokenTree})
+    if (auto s = copyTree(task.workspaceDir(), *tree); !s) return s.error();
+  if (auto s = copyTree(task.solutionDir(), solutionTree); !s) return s.error();
+  for (const auto& e : task.editable) {
+    std::ofstream f(brokenTree / e, std::ios::app);
+    f << "\n#error this file was broken on purpose by task validation\n";
+  }
+
+  json out = {{"task", task.id}, {"task_hash", task.content_hash}};
+  std::vector<std::string> problems;
+
+  auto baseline = scoreCandidate(task, task.workspaceDir(), workDir / "score-baseline", env);
+  if (!baseline) return baseline.error();
+  out["baseline"] = summary(*baseline);
+  if (!(*baseline)["correct"].get<bool>() || !(*baseline)["held_out_correct"].get<bool>())
+    problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string("held-out configurations fail")));
+
+  auto solution = scoreCandidate(task, solutionTree, workDir / "score-solution", env);
+  if (!solution) return solution.error();
+  out["solution"] = summary(*solution);
+  if (!(*solution)["correct"].get<bool>() || !(*solution)["held_out_correct"].get<bool>())
+    problems.push_back("the solution does not pass: " + solution->value("failure", std::string("held-out configurations fail")));
+  else if ((*solution)["speedup"].get<double>() <= minSpeedup)
+    problems.push_back("the solution's speedup " + (*solution)["speedup"].dump() + " is not above " +
+                       std::to_string(minSpeedup));
+
+  auto broken = scoreCandidate(task, brokenTree, workDir / "score-broken", env);
+  if (!broken) return broken.error();
+  out["broken"] = summary(*broken);
+  if ((*broken)["compiled"].get<bool>()) problems.push_back("the broken candidate compiled");
+
+  out["ok"] = problems.empty();
+  out["problems"] = problems;
+  fs::remove_all(workDir, ec);
+  return out;
+}
+
+}  // namespace akad

@@ -1,0 +1,223 @@
+#include "daemon/scheduler.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "common/log.h"
+#include "daemon/pipeline/agent.h"
+#include "daemon/pipeline/attempt.h"
+#include "daemon/pipeline/image.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace akad {
+namespace {
+
+// Kills whatever sandboxes a previous daemon left in our cgroup parent (after kill -9 the
+// akabox processes die with it, but their cgroups stay).
+void cleanupStaleSandboxes() {
+  const std::string akabox = akaboxPath().string();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    execl(akabox.c_str(), akabox.c_str(), "cleanup", "--cgroup-parent", "akad", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid > 0) ::waitpid(pid, &status, 0);
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    log::warn("akabox cleanup of stale sandboxes did not succeed (status ", status, ")");
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snapshots, GpuLeases& gpus,
+                     SchedulerConfig config)
+    : store_(store), bus_(bus), snapshots_(snapshots), gpus_(gpus), config_(std::move(config)) {}
+
+Scheduler::~Scheduler() { stop(); }
+
+void Scheduler::publish(const std::vector<EventRecord>& events) {
+  for (const auto& e : events) bus_.publish(e);
+}
+
+Status Scheduler::start() {
+  cleanupStaleSandboxes();
+  auto recovered = store_.recoverAttempts(config_.requeue_interrupted);
+  if (!recovered) return recovered.error();
+  publish(*recovered);
+  if (!recovered->empty()) log::info("recovered ", recovered->size(), " events' worth of attempts from the last daemon");
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this, i] { workerLoop(i); });
+  log::info("executor started: ", config_.workers, " worker(s), ", gpus_.size(), " GPU(s)");
+  return {};
+}
+
+void Scheduler::stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+    for (auto& [id, f] : inflight_) f.canceller->cancel();
+    threads.swap(threads_);
+  }
+  wake_.notify_all();
+  gpus_.wakeWaiters();
+  for (auto& t : threads) t.join();
+}
+
+void Scheduler::wake() { wake_.notify_all(); }
+
+void Scheduler::cancelRun(const std::string& runId) {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, f] : inflight_)
+    if (f.run_id == runId) {
+      f.cancelled_by_user = true;
+      f.canceller->cancel();
+    }
+  gpus_.wakeWaiters();
+}
+
+json Scheduler::describe() const {
+  std::lock_guard lock(mutex_);
+  json running = json::array();
+  for (const auto& [id, f] : inflight_) running.push_back({{"attempt", id}, {"run", f.run_id}});
+  return {{"workers", config_.workers}, {"running", running}, {"stopping", stopping_}};
+}
+
+void Scheduler::setCredentials(const std::string& runId, std::map<std::string, std::string> values) {
+  std::lock_guard lock(mutex_);
+  credentials_[runId] = std::move(values);
+}
+
+std::map<std::string, std::string> Scheduler::credentialsOf(const std::string& runId) const {
+  std::lock_guard lock(mutex_);
+  auto it = credentials_.find(runId);
+  return it == credentials_.end() ? std::map<std::string, std::string>{} : it->second;
+}
+
+Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
+  if (!a.taskHash) return Error{"attempt " + std::to_string(a.id) + " has no task version recorded"};
+  const auto slash = a.taskId.find('/');
+  const fs::path dir = config_.state_dir / "tasks" / *a.taskHash / "def" / a.taskId.substr(0, slash) /
+                       a.taskId.substr(slash + 1);
+  auto t = loadTask(dir);
+  if (!t) return Error{"the imported task " + a.taskId + " (" + *a.taskHash + ") cannot be loaded: " + t.error().message};
+  if (t->content_hash != *a.taskHash)
+    return Error{"the imported task " + a.taskId + " no longer matches its hash " + *a.taskHash};
+  return t;
+}
+
+void Scheduler::workerLoop(int worker) {
+  // GPU tasks are only taken while a GPU is free, so CPU tasks keep running meanwhile.
+  auto eligible = [this](const AttemptRecord& a) {
+    return !a.needsGpu || gpus_.anyFree("");
+  };
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    auto claimed = store_.claimNextAttempt(eligible);
+    if (!claimed) {
+      log::error("worker ", worker, ": cannot take an attempt from the store: ", claimed.error().message);
+    } else if (claimed->first) {
+      publish(claimed->second);
+      execute(*claimed->first);
+      continue;
+    }
+    std::unique_lock lock(mutex_);
+    wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+  }
+}
+
+void Scheduler::execute(const AttemptRecord& a) {
+  auto canceller = std::make_shared<SandboxCanceller>();
+  {
+    std::lock_guard lock(mutex_);
+    inflight_[a.id] = InFlight{a.runId, canceller, false};
+  }
+  auto finish = [&](const std::string& state, const std::optional<json>& result, const std::optional<std::string>& error) {
+    auto change = store_.finishAttempt(a.id, state, result, error);
+    if (!change) log::error("cannot record the end of attempt ", a.id, ": ", change.error().message);
+    else publish(change->events);
+  };
+
+  auto run = store_.getRun(a.runId);
+  auto task = taskFor(a);
+  Result<json> outcome = Error{"not run"};
+  if (!run) outcome = run.error();
+  else if (!task) outcome = task.error();
+  else {
+    const json& params = run->params;
+    AttemptPlan plan;
+    plan.attempt_id = a.id;
+    plan.run_id = a.runId;
+    plan.task = &*task;
+    plan.snapshot = a.snapshotSha256;
+    plan.agent_time_limit_s = params.value("options", json::object()).value("agent_time_limit_s", 0.0);
+    plan.credentials = credentialsOf(a.runId);
+    Result<AgentDefinition> agent = Error{"no agent"};
+    if (run->agentCommand) agent = adHocAgent(*run->agentCommand, task->limits.agent_s);
+    else if (run->agent) agent = findAgent(config_.agents_dir, *run->agent);
+    else if (plan.snapshot) agent = adHocAgent("true", 1);  // a re-score runs no agent
+    auto image = loadImageProfile(config_.images_dir, task->image);
+    if (!agent) outcome = agent.error();
+    else if (!image) outcome = image.error();
+    else {
+      plan.agent = *agent;
+      AttemptServices s;
+      s.attempts_dir = config_.state_dir / "attempts";
+      s.snapshots = &snapshots_;
+      s.scoring.tasks_root = config_.state_dir / "tasks" / task->content_hash / "def";
+      s.scoring.trusted_cache = config_.state_dir / "tasks";
+      s.scoring.akacheck = config_.akacheck;
+      s.scoring.image = *image;
+      s.scoring.sandbox_uid = config_.sandbox_uid;
+      s.scoring.sandbox_gid = config_.sandbox_gid;
+      s.scoring.canceller = canceller.get();
+      s.on_stage = [&](const std::string& stage) {
+        auto change = store_.setAttemptStage(a.id, stage);
+        if (change) publish(change->events);
+      };
+      s.on_snapshot = [&](const std::string& sha) -> Status {
+        auto change = store_.setAttemptSnapshot(a.id, sha);
+        if (!change) return change.error();
+        publish(change->events);
+        return {};
+      };
+      const std::string model = params.value("options", json::object()).value("gpu_model", std::string());
+      s.lease_gpu = [&, model](const std::string& stage) -> Result<AttemptServices::StageGpu> {
+        if (!gpus_.exists(model))
+          return Error{"the task needs a GPU" + (model.empty() ? std::string() : " of model '" + model + "'") +
+                       " and this daemon has none (see akactl gpus)"};
+        const std::string holder = "attempt " + std::to_string(a.id) + " (" + stage + ")";
+        auto g = gpus_.acquire(holder, model, [&] { return canceller->cancelled(); });
+        if (!g) return Error{"cancelled"};
+        auto lease = std::make_shared<GpuLease>(gpus_, g);
+        return AttemptServices::StageGpu{lease, {g->id}};
+      };
+      outcome = runAttempt(plan, s);
+    }
+  }
+
+  bool byUser = false, stopping = false;
+  {
+    std::lock_guard lock(mutex_);
+    byUser = inflight_[a.id].cancelled_by_user;
+    stopping = stopping_;
+    inflight_.erase(a.id);
+  }
+  if (outcome) finish("scored", *outcome, std::nullopt);
+  else if (byUser) finish("cancelled", std::nullopt, "cancelled by the user");
+  else if (stopping) {
+    // The daemon is shutting down: the attempt goes back to the queue for the next daemon.
+    auto change = store_.requeueAttempt(a.id, "the daemon stopped during stage; queued again");
+    if (change) publish(change->events);
+  } else finish("failed", std::nullopt, outcome.error().message);
+}
+
+}  // namespace akad

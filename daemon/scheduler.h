@@ -1,0 +1,89 @@
+#pragma once
+// The executor: worker threads take queued attempts from the store, one at a time each, and
+// carry them through the pipeline (daemon/pipeline/attempt.cc). Every stage change is
+// committed before the stage runs, so after a crash the store says where each attempt stood.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "daemon/events.h"
+#include "daemon/gpu_leases.h"
+#include "daemon/pipeline/sandbox_run.h"
+#include "daemon/pipeline/task.h"
+#include "daemon/snapshot/store.h"
+#include "daemon/store.h"
+
+namespace akad {
+
+struct SchedulerConfig {
+  int workers = 1;
+  std::filesystem::path state_dir;
+  std::filesystem::path tasks_root;
+  std::filesystem::path agents_dir;
+  std::filesystem::path images_dir;
+  std::filesystem::path akacheck;
+  bool requeue_interrupted = true;
+  bool allow_agent_network = true;
+  uid_t sandbox_uid = 0;
+  gid_t sandbox_gid = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snapshots, GpuLeases& gpus,
+            SchedulerConfig config);
+  ~Scheduler();
+
+  // Recovers what a previous daemon left (sandboxes, attempts mid-stage), then starts workers.
+  Status start();
+  // Stops taking attempts, cancels the sandboxes in flight and puts their attempts back in the
+  // queue (they are run again by the next daemon), then joins the workers.
+  void stop();
+  void wake();
+  void cancelRun(const std::string& runId);
+  // Re-scores an archived snapshot as a new attempt of a new run; returns the run id.
+  Result<std::string> reproduce(const std::string& snapshotSha, const Peer& peer);
+  nlohmann::json describe() const;
+  const SchedulerConfig& config() const { return config_; }
+  // Credentials an agent needs (API keys): kept in memory only, never in the store.
+  void setCredentials(const std::string& runId, std::map<std::string, std::string> values);
+  std::map<std::string, std::string> credentialsOf(const std::string& runId) const;
+
+ private:
+  void workerLoop(int worker);
+  void execute(const AttemptRecord& attempt);
+  void publish(const std::vector<EventRecord>& events);
+  Result<Task> taskFor(const AttemptRecord& attempt);
+
+  Store& store_;
+  EventBus& bus_;
+  snapshot::SnapshotStore& snapshots_;
+  GpuLeases& gpus_;
+  SchedulerConfig config_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+  struct InFlight {
+    std::string run_id;
+    std::shared_ptr<SandboxCanceller> canceller;
+    bool cancelled_by_user = false;
+  };
+  std::map<std::int64_t, InFlight> inflight_;
+  std::map<std::string, std::map<std::string, std::string>> credentials_;
+};
+
+}  // namespace akad
