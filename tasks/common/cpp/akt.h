@@ -229,11 +229,12 @@ inline TensorSet readAkt(const std::string& path) {
       uint64_t dim = r.scalar<uint64_t>("dims");
       t.dims.push_back(dim);
       if (dim != 0 && bytes > r.remaining / dim)
-        throw Error(where + " ('" + name + "'): shape " + t.shapeString() + "... needs more bytes than the file holds");
+        throw Error(where + " ('" + name + "'): truncated: shape " + t.shapeString() + "... needs more than the " +
+                    std::to_string(r.remaining) + " bytes left in the file");
       bytes *= dim;
     }
     if (bytes > r.remaining)
-      throw Error(where + " ('" + name + "'): shape " + t.shapeString() + " needs " + std::to_string(bytes) +
+      throw Error(where + " ('" + name + "'): truncated: shape " + t.shapeString() + " needs " + std::to_string(bytes) +
                   " bytes, " + std::to_string(r.remaining) + " left in the file");
     t.bytes = Buffer(bytes);
     r.read(t.bytes.data(), bytes, "data");
