@@ -1,0 +1,180 @@
+// akatask - reads a task folder's task.yaml for shell scripts (validate-local) that cannot
+// parse YAML themselves.
+//
+//   akatask configs TASK_DIR [--visible]   prints the configs.json of the task (all configurations,
+//                                          or only the visible ones, as an agent gets it)
+//   akatask get TASK_DIR KEY               prints a scalar (timing.rounds) or a list's items one
+//                                          per line (build.reference, editable)
+//   akatask speedup BASE_DIR CAND_DIR      pools <group>.times.json of every round folder under
+//                                          each dir and prints median times, per-group speedup
+//                                          and their geometric mean
+// Exit status: 0 ok, 1 invalid task or missing data, 2 usage.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TaskError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A plain YAML scalar becomes the JSON type it reads as; a quoted one stays a string.
+nlohmann::json scalarToJson(const YAML::Node& n) {
+  if (n.Tag() == "!") return n.as<std::string>();
+  int64_t i;
+  double d;
+  bool b;
+  if (YAML::convert<int64_t>::decode(n, i)) return i;
+  if (YAML::convert<double>::decode(n, d)) return d;
+  if (YAML::convert<bool>::decode(n, b)) return b;
+  return n.as<std::string>();
+}
+
+nlohmann::json toJson(const YAML::Node& n) {
+  if (n.IsScalar()) return scalarToJson(n);
+  if (n.IsSequence()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const YAML::Node& e : n) a.push_back(toJson(e));
+    return a;
+  }
+  if (n.IsMap()) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& kv : n) o[kv.first.as<std::string>()] = toJson(kv.second);
+    return o;
+  }
+  return nullptr;
+}
+
+nlohmann::json loadTask(const fs::path& dir) {
+  fs::path file = dir / "task.yaml";
+  nlohmann::json task;
+  try {
+    task = toJson(YAML::LoadFile(file.string()));
+  } catch (const YAML::Exception& e) {
+    throw TaskError(file.string() + ": " + e.what());
+  }
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!task.is_object() || !task.contains(key)) throw TaskError(file.string() + ": missing '" + key + "'");
+    return task[key];
+  };
+  if (need("schema") != 1) throw TaskError(file.string() + ": unsupported schema (expected 1)");
+  if (!std::regex_match(need("id").get<std::string>(), std::regex("[a-z0-9_-]+")))
+    throw TaskError(file.string() + ": id must match [a-z0-9_-]+");
+  std::set<std::string> names;
+  for (const char* part : {"visible", "held_out"}) {
+    const nlohmann::json& list = need("configs").value(part, nlohmann::json());
+    if (!list.is_array() || list.empty()) throw TaskError(file.string() + ": configs." + part + " must be a non-empty list");
+    for (const nlohmann::json& c : list) {
+      if (!c.is_object() || !c.contains("name") || !c["name"].is_string())
+        throw TaskError(file.string() + ": a configuration in configs." + part + " has no name");
+      std::string name = c["name"];
+      if (!std::regex_match(name, std::regex("[A-Za-z0-9_-][A-Za-z0-9._-]*")))
+        throw TaskError(file.string() + ": configuration name '" + name + "' is not [A-Za-z0-9._-]+");
+      if (!names.insert(name).second) throw TaskError(file.string() + ": duplicate configuration '" + name + "'");
+      for (auto& [k, v] : c.items())
+        if (v.is_structured()) throw TaskError(file.string() + ": configuration '" + name + "' key '" + k + "' is not a scalar");
+    }
+  }
+  need("tolerances");
+  need("timing");
+  return task;
+}
+
+int printConfigs(const fs::path& dir, bool visibleOnly) {
+  nlohmann::json task = loadTask(dir);
+  nlohmann::json configs = task["configs"]["visible"];
+  if (!visibleOnly)
+    for (const nlohmann::json& c : task["configs"]["held_out"]) configs.push_back(c);
+  nlohmann::json out = {{"task", task.value("suite", "") + "/" + task["id"].get<std::string>()},
+                        {"configs", configs},
+                        {"tolerances", task["tolerances"]},
+                        {"timing", task["timing"]}};
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+int printKey(const fs::path& dir, const std::string& key) {
+  nlohmann::json v = loadTask(dir);
+  std::stringstream parts(key);
+  for (std::string part; std::getline(parts, part, '.');) {
+    if (!v.is_object() || !v.contains(part)) throw TaskError((dir / "task.yaml").string() + ": no key '" + key + "'");
+    v = v[part];
+  }
+  auto print = [](const nlohmann::json& x) { std::cout << (x.is_string() ? x.get<std::string>() : x.dump()) << "\n"; };
+  if (v.is_array()) for (const nlohmann::json& x : v) print(x);
+  else print(v);
+  return 0;
+}
+
+std::map<std::string, std::vector<double>> pooledSamples(const fs::path& root) {
+  std::map<std::string, std::vector<double>> samples;
+  for (const fs::directory_entry& round : fs::directory_iterator(root)) {
+    if (!round.is_directory()) continue;
+    for (const fs::directory_entry& f : fs::directory_iterator(round.path())) {
+      std::string name = f.path().filename().string();
+      const std::string suffix = ".times.json";
+      if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+      std::ifstream in(f.path());
+      nlohmann::json j = nlohmann::json::parse(in);
+      auto& v = samples[name.substr(0, name.size() - suffix.size())];
+      for (const nlohmann::json& s : j.at("samples_ns")) v.push_back(s.get<double>());
+    }
+  }
+  return samples;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int printSpeedup(const fs::path& baseRoot, const fs::path& candRoot) {
+  auto base = pooledSamples(baseRoot), cand = pooledSamples(candRoot);
+  double logSum = 0;
+  int n = 0;
+  std::printf("%-24s %12s %12s %9s\n", "config", "baseline ms", "candidate ms", "speedup");
+  for (const auto& [group, b] : base) {
+    auto it = cand.find(group);
+    if (it == cand.end() || b.empty() || it->second.empty()) throw TaskError("no candidate times for '" + group + "'");
+    double mb = median(b), mc = median(it->second);
+    std::printf("%-24s %12.3f %12.3f %8.2fx\n", group.c_str(), mb / 1e6, mc / 1e6, mb / mc);
+    logSum += std::log(mb / mc);
+    ++n;
+  }
+  if (n == 0) throw TaskError("no times.json files under " + baseRoot.string());
+  std::printf("%-24s %12s %12s %8.2fx\n", "geomean", "", "", std::exp(logSum / n));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() >= 2 && args[0] == "configs" && (args.size() == 2 || (args.size() == 3 && args[2] == "--visible")))
+      return printConfigs(args[1], args.size() == 3);
+    if (args.size() == 3 && args[0] == "get") return printKey(args[1], args[2]);
+    if (args.size() == 3 && args[0] == "speedup") return printSpeedup(args[1], args[2]);
+  } catch (const std::exception& e) {
+    std::cerr << "akatask: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "usage: akatask configs TASK_DIR [--visible]\n"
+               "       akatask get TASK_DIR KEY\n"
+               "       akatask speedup BASE_DIR CAND_DIR\n";
+  return 2;
+}
