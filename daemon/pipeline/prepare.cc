@@ -33,11 +33,16 @@ bool sameContent(const fs::path& a, const fs::path& b) {
 
 Status assemblePristineWorkspace(const Task& task, const fs::path& tasksRoot, const fs::path& dest) {
   if (auto s = copyTree(task.workspaceDir(), dest); !s) return s;
-  const fs::path common = tasksRoot / "common" / task.harness;
-  if (fs::is_directory(common))
-    if (auto s = copyTree(common, dest / "harness"); !s) return s;
-  if (auto s = copyTree(task.harnessDir(), dest / "harness"); !s) return s;
-  nlohmann::json configs = task.visible;
+  // One flat harness/ folder: the common harness, the checker (for the agent's `make test`),
+  // then the task's own files (docs/tasks.md).
+  for (const fs::path& part : {tasksRoot / "common" / task.harness, tasksRoot / "common" / "checker", task.harnessDir()})
+    if (fs::is_directory(part))
+      if (auto s = copyTree(part, dest / "harness"); !s) return s;
+  nlohmann::json timing = {{"warmup", task.timing.warmup}, {"samples", task.timing.samples},
+                           {"rounds", task.timing.rounds}, {"input_sets", task.timing.input_sets},
+                           {"flush_bytes", task.timing.flush_bytes}};
+  nlohmann::json configs = {{"task", task.id}, {"configs", task.visible},
+                            {"tolerances", task.tolerancesJson()}, {"timing", timing}};
   return writeFile(dest / "configs.json", configs.dump(2) + "\n");
 }
 

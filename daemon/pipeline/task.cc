@@ -315,12 +315,13 @@ Result<Task> loadTask(const fs::path& dir) {
   // The common harness is part of what a result was scored with, so it is part of the identity.
   auto hash = taskContentHash(t.dir);
   if (!hash) return hash.error();
-  const fs::path common = t.dir.parent_path().parent_path() / "common" / t.harness;
-  std::string commonHash = "none";
-  if (fs::is_directory(common)) {
+  std::string commonHash;
+  for (const std::string& part : {t.harness, std::string("checker")}) {
+    const fs::path common = t.dir.parent_path().parent_path() / "common" / part;
+    if (!fs::is_directory(common)) continue;
     auto ch = taskContentHash(common);
     if (!ch) return ch.error();
-    commonHash = *ch;
+    commonHash += part + "=" + *ch + ";";
   }
   t.content_hash = sha256Hex(*hash + ":" + commonHash);
   return t;
@@ -410,10 +411,11 @@ Result<fs::path> importTask(const Task& task, const fs::path& stateDir) {
   fs::create_directories(tmp / task.suite, ec);
   fs::copy(task.dir, tmp / task.suite / task.dir.filename(), fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
   if (ec) return Error{"cannot import task " + task.id + " into " + tmp.string() + ": " + ec.message()};
-  const fs::path common = task.dir.parent_path().parent_path() / "common" / task.harness;
-  if (fs::is_directory(common)) {
+  for (const std::string& part : {task.harness, std::string("checker")}) {
+    const fs::path common = task.dir.parent_path().parent_path() / "common" / part;
+    if (!fs::is_directory(common)) continue;
     fs::create_directories(tmp / "common", ec);
-    fs::copy(common, tmp / "common" / task.harness, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+    fs::copy(common, tmp / "common" / part, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
     if (ec) return Error{"cannot import the common harness of " + task.id + ": " + ec.message()};
   }
   { std::ofstream(tmp / ".complete") << task.content_hash << "\n"; }
