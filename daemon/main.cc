@@ -64,10 +64,12 @@ int main(int argc, char** argv) {
   std::string tasksDir = (dataRoot() / "tasks").string();
   std::string logLevel = "info";
   std::size_t maxConnections = 4096;
+  std::string socketGroup;
   app.set_version_flag("--version", std::string("akad ") + kVersion + " (protocol " +
                                         std::to_string(kProtocolVersion) + ")");
   app.add_option("--socket", socketPath, "Unix socket to listen on ($AKAD_SOCKET; /run/akad/akad.sock as root)")
       ->capture_default_str();
+  app.add_option("--socket-group", socketGroup, "Group allowed to use the socket (mode 0660)");
   app.add_option("--state-dir", stateDir, "Where akad.db and run data live")->capture_default_str();
   app.add_option("--tasks-dir", tasksDir, "Task suites: <suite>/<task>/task.yaml")->capture_default_str();
   app.add_option("--log-level", logLevel, "debug, info, warn or error")->capture_default_str();
@@ -122,6 +124,7 @@ int main(int argc, char** argv) {
   ServerOptions options;
   options.socketPath = socketPath;
   options.maxConnections = maxConnections;
+  options.socketGroup = socketGroup;
   auto server = std::make_unique<Server>(io, methods, options);
   context.serverStats = [&server] { return server->stats(); };
   if (auto s = server->listen(); !s) {

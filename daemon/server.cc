@@ -1,6 +1,7 @@
 #include "daemon/server.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -373,6 +374,13 @@ Status Server::listen() {
   if (rc != 0) return errnoError("bind " + path.string(), bindErr);
   bound_ = true;
   if (::chmod(path.c_str(), 0660) != 0) return errnoError("chmod 0660 " + path.string());
+  if (!options_.socketGroup.empty()) {
+    group* g = ::getgrnam(options_.socketGroup.c_str());
+    if (g == nullptr) return Error{"socket group \"" + options_.socketGroup + "\" does not exist", 0};
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
+      return errnoError("chown :" + options_.socketGroup + " " + path.string());
+    }
+  }
   if (::lstat(path.c_str(), &st) != 0) return errnoError("lstat " + path.string());
   socketDev_ = st.st_dev;
   socketIno_ = st.st_ino;

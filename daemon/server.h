@@ -28,6 +28,8 @@ namespace akad {
 
 struct ServerOptions {
   std::filesystem::path socketPath;
+  // Group that may use the socket (mode 0660); empty keeps the daemon's own group.
+  std::string socketGroup;
   std::size_t maxConnections = 4096;
   std::size_t maxLineBytes = protocol::kMaxLineBytes;
   // A client that stops reading its replies is dropped once this much output is queued for it.

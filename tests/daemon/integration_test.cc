@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <grp.h>
 
 #include <nlohmann/json.hpp>
 #include <fstream>
@@ -91,6 +92,22 @@ TEST_F(DaemonTest, SocketIsMode0660InACreatedDirectory) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0660u);
   EXPECT_TRUE(std::filesystem::is_directory(paths_.socket.parent_path()));
+}
+
+TEST_F(DaemonTest, SocketGroupIsAppliedAndAnUnknownGroupRefused) {
+  ASSERT_EQ(daemon_->stop(SIGTERM), 0);
+  auto bad = DaemonProcess::start(paths_, {"--socket-group", "no-such-group-akad"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("no-such-group-akad"), std::string::npos) << bad.error().message;
+  group* g = ::getgrnam("daemon");
+  if (g == nullptr) GTEST_SKIP() << "no group \"daemon\" on this machine";
+  auto d = DaemonProcess::start(paths_, {"--socket-group", "daemon"});
+  ASSERT_TRUE(d) << d.error().message;
+  daemon_ = std::move(*d);
+  struct stat st {};
+  ASSERT_EQ(::stat(paths_.socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, g->gr_gid);
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
 }
 
 TEST_F(DaemonTest, SubmitStatusCancelThenRestartKeepsTheRun) {
