@@ -1,7 +1,6 @@
 #include "daemon/run_methods.h"
 
 #include <mutex>
-#include <regex>
 
 #include "common/log.h"
 #include "common/protocol.h"
@@ -20,6 +19,17 @@ constexpr std::size_t kMaxLabel = 200;
 constexpr std::size_t kMaxAgentCommand = 64 * 1024;
 
 Error invalid(const std::string& message) { return Error{message, proto::kInvalidParams}; }
+
+// [a-z0-9][a-z0-9_.-]{0,63}: agent names become paths and log fields later.
+bool isAgentName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-'))) return false;
+  }
+  return true;
+}
 
 Result<NewRun> readSubmit(const json& params, TaskCatalog& catalog) {
   if (auto s = proto::allowOnly(params, {"tasks", "agent", "agent_command", "attempts", "label", "options"}); !s) {
@@ -46,8 +56,7 @@ Result<NewRun> readSubmit(const json& params, TaskCatalog& catalog) {
   }
   auto agent = proto::optionalString(params, "agent");
   if (!agent) return agent.error();
-  static const std::regex kAgentName("[a-z0-9][a-z0-9_.-]{0,63}");
-  if (*agent && !std::regex_match(**agent, kAgentName)) {
+  if (*agent && !isAgentName(**agent)) {
     return invalid("parameter \"agent\" must match [a-z0-9][a-z0-9_.-]{0,63}, got \"" + **agent + "\"");
   }
   auto command = proto::optionalString(params, "agent_command");

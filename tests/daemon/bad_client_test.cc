@@ -358,6 +358,10 @@ TEST_F(BadClientTest, MemoryStaysFlatAcrossTheAbuse) {
   RecordProperty("rss_before_kib", static_cast<int>(before));
   RecordProperty("rss_after_kib", static_cast<int>(after));
   std::printf("akad VmRSS: %ld KiB before, %ld KiB after the abuse\n", before, after);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine keeps freed memory resident by design; the figure means nothing here.
+  GTEST_SKIP() << "RSS check skipped in an AddressSanitizer build";
+#endif
   EXPECT_LT(after - before, 20 * 1024) << "before " << before << " KiB, after " << after << " KiB";
   expectServing();
 }
