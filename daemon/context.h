@@ -1,0 +1,32 @@
+#pragma once
+// What method handlers share: the store, the event bus, the task catalog and facts about this
+// daemon. Owned by main(); handlers keep a reference.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/events.h"
+#include "daemon/store.h"
+#include "daemon/task_catalog.h"
+
+namespace akad {
+
+struct DaemonContext {
+  Store& store;
+  EventBus& events;
+  TaskCatalog& tasks;
+  std::filesystem::path socketPath;
+  std::filesystem::path stateDir;
+  std::chrono::steady_clock::time_point startedAt = std::chrono::steady_clock::now();
+  std::string startedAtIso;
+  // Reported by daemon.info; the issue that adds the attempt executor changes it.
+  std::string executor = "none (runs stay queued)";
+  // Connection statistics from the server, for daemon.info.
+  std::function<nlohmann::json()> serverStats;
+};
+
+}  // namespace akad

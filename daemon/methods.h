@@ -1,0 +1,66 @@
+#pragma once
+// The method table: protocol method name -> handler. The server parses a request and
+// dispatches it here; each feature registers its methods (daemon.*, run.*, and later
+// snapshot.*, tasks.*, gpus.*) with add()/addStream() at start-up.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+#include "common/result.h"
+
+namespace akad {
+
+// The client process, as the kernel reports it through SO_PEERCRED.
+struct Peer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// The answer channel of one request. Thread-safe: a streaming handler may keep it and call it
+// from any thread. Everything is ignored once finished or once the client has gone.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  // A streamed {"id", "event": ...} message.
+  virtual void event(const nlohmann::json& event) = 0;
+  // The final {"id", "result"} or {"id", "error"}; only the first call counts.
+  virtual void finish(const Result<nlohmann::json>& outcome) = 0;
+  // True once finished or the client disconnected: stop producing.
+  virtual bool done() const = 0;
+  // Keeps `resource` (e.g. an event subscription) alive until the request is finished or the
+  // connection closes, whichever comes first.
+  virtual void hold(std::shared_ptr<void> resource) = 0;
+};
+
+// Plain request/response: runs on the server thread, returns the result or an Error whose code
+// is a protocol code (0 becomes kInternalError).
+using Handler = std::function<Result<nlohmann::json>(const Peer& peer, const nlohmann::json& params)>;
+// Streaming: must eventually call responder->finish() (or see done() turn true).
+using StreamHandler =
+    std::function<void(const Peer& peer, const nlohmann::json& params, std::shared_ptr<Responder> responder)>;
+
+class MethodTable {
+ public:
+  void add(const std::string& method, Handler handler);
+  void addStream(const std::string& method, StreamHandler handler);
+  bool has(const std::string& method) const { return methods_.count(method) != 0; }
+  std::vector<std::string> names() const;
+
+  // Unknown methods get kMethodNotFound; handler errors without a code get kInternalError.
+  void dispatch(const protocol::Request& request, const Peer& peer,
+                const std::shared_ptr<Responder>& responder) const;
+
+ private:
+  std::map<std::string, StreamHandler> methods_;
+};
+
+}  // namespace akad

@@ -1,0 +1,244 @@
+#include "daemon/run_methods.h"
+
+#include <mutex>
+
+#include "common/log.h"
+#include "common/protocol.h"
+
+namespace akad {
+
+using nlohmann::json;
+namespace proto = protocol;
+
+namespace {
+
+constexpr std::size_t kMaxSelectors = 1000;
+constexpr std::int64_t kMaxAttemptsPerTask = 100;
+constexpr std::int64_t kMaxAttemptsPerRun = 10000;
+constexpr std::size_t kMaxLabel = 200;
+constexpr std::size_t kMaxAgentCommand = 64 * 1024;
+
+Error invalid(const std::string& message) { return Error{message, proto::kInvalidParams}; }
+
+// [a-z0-9][a-z0-9_.-]{0,63}: agent names become paths and log fields later.
+bool isAgentName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-'))) return false;
+  }
+  return true;
+}
+
+Result<NewRun> readSubmit(const json& params, TaskCatalog& catalog) {
+  if (auto s = proto::allowOnly(params, {"tasks", "agent", "agent_command", "attempts", "label", "options"}); !s) {
+    return s.error();
+  }
+  NewRun run;
+  auto tasks = params.find("tasks");
+  if (tasks == params.end()) return invalid("missing parameter \"tasks\" (e.g. [\"cpu\"] or [\"cpu/softmax\"])");
+  if (!tasks->is_array() || tasks->empty()) {
+    return invalid("parameter \"tasks\" must be a non-empty array of task selectors, got " +
+                   std::string(tasks->type_name()));
+  }
+  if (tasks->size() > kMaxSelectors) {
+    return invalid("parameter \"tasks\" has " + std::to_string(tasks->size()) + " selectors; the limit is " +
+                   std::to_string(kMaxSelectors));
+  }
+  std::vector<std::string> selectors;
+  for (std::size_t i = 0; i < tasks->size(); ++i) {
+    const json& t = (*tasks)[i];
+    if (!t.is_string()) {
+      return invalid("parameter \"tasks\"[" + std::to_string(i) + "] must be a string, got " + t.type_name());
+    }
+    selectors.push_back(t.get<std::string>());
+  }
+  auto agent = proto::optionalString(params, "agent");
+  if (!agent) return agent.error();
+  if (*agent && !isAgentName(**agent)) {
+    return invalid("parameter \"agent\" must match [a-z0-9][a-z0-9_.-]{0,63}, got \"" + **agent + "\"");
+  }
+  auto command = proto::optionalString(params, "agent_command");
+  if (!command) return command.error();
+  if (*command && ((*command)->empty() || (*command)->size() > kMaxAgentCommand)) {
+    return invalid("parameter \"agent_command\" must be 1.." + std::to_string(kMaxAgentCommand) + " bytes");
+  }
+  auto attempts = proto::optionalInt(params, "attempts", 1, 1, kMaxAttemptsPerTask);
+  if (!attempts) return attempts.error();
+  auto label = proto::optionalString(params, "label");
+  if (!label) return label.error();
+  if (*label && (*label)->size() > kMaxLabel) {
+    return invalid("parameter \"label\" is longer than " + std::to_string(kMaxLabel) + " bytes");
+  }
+  json options = json::object();
+  if (auto o = params.find("options"); o != params.end() && !o->is_null()) {
+    if (!o->is_object()) return invalid("parameter \"options\" must be an object, got " + std::string(o->type_name()));
+    options = *o;
+  }
+  auto ids = catalog.resolve(selectors);
+  if (!ids) return ids.error();
+  if (static_cast<std::int64_t>(ids->size()) * *attempts > kMaxAttemptsPerRun) {
+    return invalid(std::to_string(ids->size()) + " tasks x " + std::to_string(*attempts) +
+                   " attempts is more than " + std::to_string(kMaxAttemptsPerRun) + " attempts in one run");
+  }
+  run.taskIds = std::move(*ids);
+  run.attemptsPerTask = *attempts;
+  run.agent = *agent;
+  run.agentCommand = *command;
+  run.label = label->value_or("");
+  run.params = json{{"tasks", selectors},
+                    {"task_ids", run.taskIds},
+                    {"agent", run.agent ? json(*run.agent) : json(nullptr)},
+                    {"agent_command", run.agentCommand ? json(*run.agentCommand) : json(nullptr)},
+                    {"attempts", run.attemptsPerTask},
+                    {"label", run.label},
+                    {"options", options}};
+  return run;
+}
+
+Result<std::string> readRunId(const json& params, std::initializer_list<std::string_view> allowed) {
+  if (auto s = proto::allowOnly(params, allowed); !s) return s.error();
+  return proto::requireString(params, "id");
+}
+
+bool endsRun(const EventRecord& ev) {
+  if (ev.kind != "run.state") return false;
+  auto s = ev.data.find("state");
+  return s != ev.data.end() && s->is_string() && isTerminalRunState(s->get<std::string>());
+}
+
+// Replays a run's stored events, then follows the bus until the run ends.
+void watchRun(DaemonContext& ctx, const Peer&, const json& params, std::shared_ptr<Responder> responder) {
+  auto runId = readRunId(params, {"id", "from_start"});
+  if (!runId) return responder->finish(runId.error());
+  auto fromStart = proto::optionalBool(params, "from_start", true);
+  if (!fromStart) return responder->finish(fromStart.error());
+  auto run = ctx.store.getRun(*runId);
+  if (!run) return responder->finish(run.error());
+
+  struct WatchState {
+    std::mutex mutex;
+    bool replaying = true;
+    std::int64_t lastSeq = 0;
+    std::vector<EventRecord> early;  // published while we were replaying
+  };
+  auto state = std::make_shared<WatchState>();
+  std::weak_ptr<Responder> weak = responder;
+  Store& store = ctx.store;
+  std::string id = *runId;
+  auto finishWithRun = [&store, id](Responder& r) {
+    auto latest = store.getRun(id);
+    if (!latest) return r.finish(latest.error());
+    r.finish(json{{"run", latest->toJson()}});
+  };
+  // Subscribe before reading the table, so nothing published in between is missed.
+  auto subscription = ctx.events.subscribe(id, [weak, state, finishWithRun](const EventRecord& ev) {
+    auto r = weak.lock();
+    if (!r || r->done()) return;
+    {
+      std::lock_guard lock(state->mutex);
+      if (state->replaying) {
+        state->early.push_back(ev);
+        return;
+      }
+      if (ev.seq <= state->lastSeq) return;
+      state->lastSeq = ev.seq;
+      r->event(ev.toJson());
+    }
+    if (endsRun(ev)) finishWithRun(*r);
+  });
+  responder->hold(std::shared_ptr<EventBus::Subscription>(std::move(subscription)));
+
+  auto stored = store.eventsOf(id, 0);
+  if (!stored) return responder->finish(stored.error());
+  {
+    std::lock_guard lock(state->mutex);
+    for (const EventRecord& ev : *stored) {
+      if (*fromStart) responder->event(ev.toJson());
+      state->lastSeq = std::max(state->lastSeq, ev.seq);
+    }
+    for (const EventRecord& ev : state->early) {
+      if (ev.seq <= state->lastSeq) continue;
+      responder->event(ev.toJson());
+      state->lastSeq = ev.seq;
+    }
+    state->early.clear();
+    state->replaying = false;
+  }
+  auto now = store.getRun(id);
+  if (!now) return responder->finish(now.error());
+  if (isTerminalRunState(now->state)) finishWithRun(*responder);
+}
+
+}  // namespace
+
+void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
+  table.add("run.submit", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+    auto in = readSubmit(params, ctx.tasks);
+    if (!in) return in.error();
+    in->submitterUid = peer.uid;
+    in->submitterGid = peer.gid;
+    auto change = ctx.store.submitRun(*in);
+    if (!change) return change.error();
+    // Committed: now it is safe to tell watchers and the client.
+    for (const EventRecord& ev : change->events) ctx.events.publish(ev);
+    log::info("run ", change->run.id, " submitted by uid ", peer.uid, ": ", in->taskIds.size(), " task(s) x ",
+              in->attemptsPerTask, " attempt(s)");
+    return json{{"run", change->run.toJson()}};
+  });
+
+  table.add("run.list", [&ctx](const Peer&, const json& params) -> Result<json> {
+    if (auto s = proto::allowOnly(params, {"state", "limit"}); !s) return s.error();
+    auto state = proto::optionalString(params, "state");
+    if (!state) return state.error();
+    if (*state) {
+      bool known = false;
+      for (const char* s : kRunStates) known = known || **state == s;
+      if (!known) return invalid("parameter \"state\" must be one of queued, running, done, cancelled, failed");
+    }
+    auto limit = proto::optionalInt(params, "limit", 50, 1, 1000);
+    if (!limit) return limit.error();
+    auto runs = ctx.store.listRuns(*state, *limit);
+    if (!runs) return runs.error();
+    json out = json::array();
+    for (const RunRecord& r : *runs) out.push_back(r.toJson());
+    return json{{"runs", out}};
+  });
+
+  table.add("run.get", [&ctx](const Peer&, const json& params) -> Result<json> {
+    auto id = readRunId(params, {"id"});
+    if (!id) return id.error();
+    auto run = ctx.store.getRun(*id);
+    if (!run) return run.error();
+    auto attempts = ctx.store.attemptsOf(*id);
+    if (!attempts) return attempts.error();
+    json list = json::array();
+    for (const AttemptRecord& a : *attempts) list.push_back(a.toJson());
+    return json{{"run", run->toJson()}, {"attempts", list}};
+  });
+
+  table.add("run.cancel", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+    auto id = readRunId(params, {"id"});
+    if (!id) return id.error();
+    auto run = ctx.store.getRun(*id);
+    if (!run) return run.error();
+    // Tenants share the daemon: only the submitter (or root) may cancel a run.
+    if (peer.uid != 0 && static_cast<std::int64_t>(peer.uid) != run->submitterUid) {
+      return Error{"run " + *id + " was submitted by uid " + std::to_string(run->submitterUid) +
+                       "; uid " + std::to_string(peer.uid) + " may not cancel it",
+                   proto::kPermissionDenied};
+    }
+    auto change = ctx.store.cancelRun(*id);
+    if (!change) return change.error();
+    for (const EventRecord& ev : change->events) ctx.events.publish(ev);
+    log::info("run ", *id, " cancelled by uid ", peer.uid);
+    return json{{"run", change->run.toJson()}};
+  });
+
+  table.addStream("run.watch", [&ctx](const Peer& peer, const json& params, std::shared_ptr<Responder> r) {
+    watchRun(ctx, peer, params, std::move(r));
+  });
+}
+
+}  // namespace akad

@@ -1,0 +1,473 @@
+#include "daemon/server.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <vector>
+
+#include "common/log.h"
+
+namespace akad {
+
+namespace asio = boost::asio;
+using stream = asio::local::stream_protocol;
+using nlohmann::json;
+
+namespace {
+constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kKeepBufferBytes = 64 * 1024;
+
+Status makeSocketAddress(const std::filesystem::path& path, sockaddr_un& addr) {
+  addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.native().size() >= sizeof addr.sun_path) {
+    return Error{"socket path " + path.string() + " is longer than " +
+                     std::to_string(sizeof addr.sun_path - 1) + " bytes",
+                 0};
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
+  return {};
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// One client connection. Lives while an async operation or the server's set holds it.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Server& server, stream::socket socket) : server_(server), socket_(std::move(socket)) {}
+
+  void start();
+  void send(std::string line);
+  void requestFinished(std::uint64_t key);
+  // Server stop: no more reading; open requests are answered kShuttingDown; close once flushed.
+  void drain();
+  void close();
+  bool closed() const { return closed_; }
+
+ private:
+  class Reply;
+  void waitReadable();
+  void onReadable(const boost::system::error_code& ec);
+  void handleLine(std::string_view line);
+  void writeQueued();
+  void closeIfDrained();
+
+  Server& server_;
+  stream::socket socket_;
+  Peer peer_;
+  std::string inbox_;
+  std::size_t scanned_ = 0;  // bytes of inbox_ already searched for '\n'
+  std::deque<std::string> outbox_;
+  std::vector<std::string> inFlightWrite_;
+  std::size_t queuedBytes_ = 0;
+  bool writing_ = false;
+  bool draining_ = false;
+  bool closeAfterFlush_ = false;
+  std::atomic<bool> closed_{false};
+  std::uint64_t nextKey_ = 1;
+  std::map<std::uint64_t, std::shared_ptr<Reply>> open_;
+};
+
+// The Responder handed to method handlers. Callable from any thread: it posts to the io thread.
+class Connection::Reply : public Responder {
+ public:
+  Reply(asio::io_context& io, std::weak_ptr<Connection> conn, json id, std::uint64_t key)
+      : io_(io), conn_(std::move(conn)), id_(std::move(id)), key_(key) {}
+
+  void event(const json& event) override {
+    if (done()) return;
+    post(protocol::toLine(protocol::makeEvent(id_, event)), false);
+  }
+
+  void finish(const Result<json>& outcome) override {
+    if (finished_.exchange(true)) return;
+    json msg;
+    if (outcome) {
+      msg = protocol::makeResult(id_, *outcome);
+    } else {
+      int code = outcome.error().code != 0 ? outcome.error().code : protocol::kInternalError;
+      if (code == protocol::kInternalError) log::error("request ", id_.dump(), ": ", outcome.error().message);
+      msg = protocol::makeError(id_, code, outcome.error().message);
+    }
+    post(protocol::toLine(msg), true);
+  }
+
+  bool done() const override {
+    if (finished_) return true;
+    auto c = conn_.lock();
+    return !c || c->closed();
+  }
+
+  void hold(std::shared_ptr<void> resource) override {
+    std::lock_guard lock(mutex_);
+    held_.push_back(std::move(resource));
+  }
+
+  void release() {
+    std::vector<std::shared_ptr<void>> held;
+    {
+      std::lock_guard lock(mutex_);
+      held.swap(held_);
+    }
+  }
+
+ private:
+  void post(std::string line, bool last) {
+    asio::post(io_, [conn = conn_, line = std::move(line), last, key = key_]() mutable {
+      auto c = conn.lock();
+      if (!c || c->closed()) return;
+      c->send(std::move(line));
+      if (last) c->requestFinished(key);
+    });
+  }
+
+  asio::io_context& io_;
+  std::weak_ptr<Connection> conn_;
+  json id_;
+  std::uint64_t key_;
+  std::atomic<bool> finished_{false};
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<void>> held_;
+};
+
+void Connection::start() {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    peer_ = Peer{cred.pid, cred.uid, cred.gid};
+  }
+  boost::system::error_code ec;
+  socket_.non_blocking(true, ec);
+  waitReadable();
+}
+
+void Connection::waitReadable() {
+  if (closed_ || draining_ || closeAfterFlush_) return;
+  socket_.async_wait(stream::socket::wait_read,
+                     [self = shared_from_this()](const boost::system::error_code& ec) { self->onReadable(ec); });
+}
+
+void Connection::onReadable(const boost::system::error_code& ec) {
+  if (closed_) return;
+  if (ec) {
+    if (ec != asio::error::operation_aborted) close();
+    return;
+  }
+  if (draining_) return;
+  std::string& scratch = server_.scratch_;
+  boost::system::error_code rec;
+  std::size_t n = socket_.read_some(asio::buffer(scratch.data(), scratch.size()), rec);
+  if (rec == asio::error::would_block || rec == asio::error::try_again) {
+    waitReadable();
+    return;
+  }
+  if (rec) {
+    // EOF or reset: the client went away, possibly mid-line; a partial request is dropped.
+    if (!inbox_.empty()) log::debug("client pid ", peer_.pid, " disconnected mid-request");
+    close();
+    return;
+  }
+  inbox_.append(scratch.data(), n);
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t nl = inbox_.find('\n', std::max(scanned_, start));
+    if (nl == std::string::npos) break;
+    std::string_view line(inbox_.data() + start, nl - start);
+    start = nl + 1;
+    scanned_ = start;
+    if (line.size() > server_.options_.maxLineBytes) {
+      send(protocol::toLine(protocol::makeError(
+          nullptr, protocol::kRequestTooLarge,
+          "request line is " + std::to_string(line.size()) + " bytes; the limit is " +
+              std::to_string(server_.options_.maxLineBytes) + " (closing the connection)")));
+      closeAfterFlush_ = true;
+      break;
+    }
+    handleLine(line);
+    if (closed_) return;
+  }
+  inbox_.erase(0, start);
+  scanned_ = inbox_.size();
+  if (!closeAfterFlush_ && inbox_.size() > server_.options_.maxLineBytes) {
+    log::warn("client pid ", peer_.pid, " uid ", peer_.uid, " sent a line over ",
+              server_.options_.maxLineBytes, " bytes; dropping it");
+    send(protocol::toLine(protocol::makeError(
+        nullptr, protocol::kRequestTooLarge,
+        "request line exceeds " + std::to_string(server_.options_.maxLineBytes) +
+            " bytes (closing the connection)")));
+    closeAfterFlush_ = true;
+  }
+  if (closeAfterFlush_) {
+    inbox_.clear();
+    inbox_.shrink_to_fit();
+    closeIfDrained();
+    return;
+  }
+  if (inbox_.capacity() > kKeepBufferBytes && inbox_.size() < kKeepBufferBytes / 2) inbox_.shrink_to_fit();
+  waitReadable();
+}
+
+void Connection::handleLine(std::string_view line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+    line.remove_suffix(1);
+  }
+  if (line.empty()) return;
+  ++server_.requests_;
+  json id;
+  auto req = protocol::parseRequest(line, id);
+  if (!req) {
+    send(protocol::toLine(protocol::makeError(id, req.error().code, req.error().message)));
+    return;
+  }
+  if (draining_) {
+    send(protocol::toLine(protocol::makeError(req->id, protocol::kShuttingDown, "akad is shutting down")));
+    return;
+  }
+  std::uint64_t key = nextKey_++;
+  auto reply = std::make_shared<Reply>(server_.io_, weak_from_this(), req->id, key);
+  open_[key] = reply;
+  server_.methods_.dispatch(*req, peer_, reply);
+}
+
+void Connection::send(std::string line) {
+  if (closed_) return;
+  queuedBytes_ += line.size();
+  outbox_.push_back(std::move(line));
+  if (queuedBytes_ > server_.options_.maxQueuedOutputBytes) {
+    log::warn("client pid ", peer_.pid, " uid ", peer_.uid, " is not reading its replies (",
+              queuedBytes_, " bytes queued); dropping it");
+    close();
+    return;
+  }
+  if (!writing_) writeQueued();
+}
+
+void Connection::writeQueued() {
+  if (outbox_.empty() || closed_) return;
+  writing_ = true;
+  inFlightWrite_.clear();
+  while (!outbox_.empty()) {
+    inFlightWrite_.push_back(std::move(outbox_.front()));
+    outbox_.pop_front();
+  }
+  std::vector<asio::const_buffer> buffers;
+  buffers.reserve(inFlightWrite_.size());
+  for (const auto& s : inFlightWrite_) buffers.emplace_back(asio::buffer(s));
+  asio::async_write(socket_, buffers,
+                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                      self->writing_ = false;
+                      self->queuedBytes_ -= std::min(self->queuedBytes_, n);
+                      self->inFlightWrite_.clear();
+                      if (ec) {
+                        self->close();
+                        return;
+                      }
+                      if (!self->outbox_.empty()) self->writeQueued();
+                      else self->closeIfDrained();
+                    });
+}
+
+void Connection::requestFinished(std::uint64_t key) {
+  auto it = open_.find(key);
+  if (it == open_.end()) return;
+  auto reply = it->second;
+  open_.erase(it);
+  reply->release();
+  closeIfDrained();
+}
+
+void Connection::drain() {
+  draining_ = true;
+  for (auto& [key, reply] : open_) {
+    reply->finish(Error{"akad is shutting down", protocol::kShuttingDown});
+  }
+  closeIfDrained();
+}
+
+void Connection::closeIfDrained() {
+  if (closed_ || writing_ || !outbox_.empty()) return;
+  if (closeAfterFlush_ || (draining_ && open_.empty())) close();
+}
+
+void Connection::close() {
+  if (closed_.exchange(true)) return;
+  boost::system::error_code ec;
+  socket_.shutdown(stream::socket::shutdown_both, ec);
+  socket_.close(ec);
+  auto open = std::move(open_);
+  open_.clear();
+  for (auto& [key, reply] : open) reply->release();
+  outbox_.clear();
+  server_.forget(shared_from_this());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Server::Server(asio::io_context& io, const MethodTable& methods, ServerOptions options)
+    : io_(io), methods_(methods), options_(std::move(options)), acceptor_(io), retryTimer_(io),
+      drainTimer_(io), scratch_(kReadChunk, '\0') {}
+
+Server::~Server() {
+  for (const auto& c : std::set<std::shared_ptr<Connection>>(connections_)) c->close();
+  removeSocketFile();
+}
+
+Status Server::listen() {
+  namespace fs = std::filesystem;
+  const fs::path& path = options_.socketPath;
+  sockaddr_un addr{};
+  if (auto s = makeSocketAddress(path, addr); !s) return s;
+  std::error_code ec;
+  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (!fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) return Error{"cannot create socket directory " + dir.string() + ": " + ec.message(), 0};
+    ::chmod(dir.c_str(), 0755);
+  }
+  // The lock settles races between two daemons starting at once; the probe below handles a
+  // daemon that predates the lock file or runs elsewhere in the mount namespace.
+  std::string lockPath = path.string() + ".lock";
+  lockFd_.reset(::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lockFd_.valid()) return errnoError("cannot open lock file " + lockPath);
+  if (::flock(lockFd_.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return Error{"another akad holds " + lockPath + " (is one already serving " + path.string() + "?)", 0};
+    }
+    return errnoError("flock " + lockPath);
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Error{path.string() + " exists and is not a socket; refusing to replace it", 0};
+    }
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!probe.valid()) return errnoError("socket(AF_UNIX)");
+    if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      return Error{"another akad is already serving " + path.string() + "; refusing to start", 0};
+    }
+    if (errno != ECONNREFUSED && errno != ENOENT) {
+      return errnoError("cannot probe existing socket " + path.string());
+    }
+    log::info("removing stale socket ", path.string());
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errnoError("unlink stale socket " + path.string());
+  } else if (errno != ENOENT) {
+    return errnoError("lstat " + path.string());
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return errnoError("socket(AF_UNIX)");
+  // umask so the socket is never briefly wider than 0660 between bind and chmod.
+  mode_t old = ::umask(0117);
+  int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int bindErr = errno;
+  ::umask(old);
+  if (rc != 0) return errnoError("bind " + path.string(), bindErr);
+  bound_ = true;
+  if (::chmod(path.c_str(), 0660) != 0) return errnoError("chmod 0660 " + path.string());
+  if (!options_.socketGroup.empty()) {
+    group* g = ::getgrnam(options_.socketGroup.c_str());
+    if (g == nullptr) return Error{"socket group \"" + options_.socketGroup + "\" does not exist", 0};
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
+      return errnoError("chown :" + options_.socketGroup + " " + path.string());
+    }
+  }
+  if (::lstat(path.c_str(), &st) != 0) return errnoError("lstat " + path.string());
+  socketDev_ = st.st_dev;
+  socketIno_ = st.st_ino;
+  if (::listen(fd.get(), SOMAXCONN) != 0) return errnoError("listen on " + path.string());
+  boost::system::error_code aec;
+  acceptor_.assign(stream(), fd.release(), aec);
+  if (aec) return Error{"cannot use listening socket: " + aec.message(), 0};
+  return {};
+}
+
+void Server::start() { accept(); }
+
+void Server::accept() {
+  if (stopping_) return;
+  acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket socket) {
+    if (stopping_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // EMFILE/ENFILE and friends: the backlog keeps the client waiting; try again shortly
+      // instead of spinning on the error.
+      log::warn("accept on ", options_.socketPath.string(), ": ", ec.message());
+      acceptLater();
+      return;
+    }
+    ++accepted_;
+    if (connections_.size() >= options_.maxConnections) {
+      ++rejected_;
+      std::string line = protocol::toLine(protocol::makeError(
+          nullptr, protocol::kOverloaded,
+          "akad has " + std::to_string(connections_.size()) + " connections, its limit; try again later"));
+      ::send(socket.native_handle(), line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      boost::system::error_code cec;
+      socket.close(cec);
+    } else {
+      auto conn = std::make_shared<Connection>(*this, std::move(socket));
+      connections_.insert(conn);
+      conn->start();
+    }
+    accept();
+  });
+}
+
+void Server::acceptLater() {
+  retryTimer_.expires_after(std::chrono::milliseconds(50));
+  retryTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) accept();
+  });
+}
+
+void Server::forget(const std::shared_ptr<Connection>& connection) {
+  connections_.erase(connection);
+  if (stopping_ && connections_.empty()) drainTimer_.cancel();
+}
+
+void Server::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  retryTimer_.cancel();
+  // No new client may connect to a daemon that is going away.
+  removeSocketFile();
+  log::info("stopping: draining ", connections_.size(), " connection(s)");
+  for (const auto& c : std::set<std::shared_ptr<Connection>>(connections_)) c->drain();
+  if (connections_.empty()) return;
+  drainTimer_.expires_after(options_.drainTimeout);
+  drainTimer_.async_wait([this](const boost::system::error_code& tec) {
+    if (tec) return;
+    log::warn("drain timed out; closing ", connections_.size(), " connection(s)");
+    for (const auto& c : std::set<std::shared_ptr<Connection>>(connections_)) c->close();
+  });
+}
+
+void Server::removeSocketFile() {
+  if (!bound_) return;
+  bound_ = false;
+  struct stat st {};
+  // Only our own socket: a successor daemon may already have bound a new one at this path.
+  if (::lstat(options_.socketPath.c_str(), &st) == 0 && st.st_dev == socketDev_ && st.st_ino == socketIno_) {
+    ::unlink(options_.socketPath.c_str());
+  }
+}
+
+json Server::stats() const {
+  return json{{"open", connections_.size()},
+              {"accepted", accepted_},
+              {"rejected", rejected_},
+              {"requests", requests_}};
+}
+
+}  // namespace akad

@@ -1,0 +1,83 @@
+#pragma once
+// The socket side of akad: a Unix stream socket speaking JSON lines (docs/protocol.md).
+// One io_context thread serves every connection; a request line is read whole (up to
+// protocol::kMaxLineBytes), parsed, and dispatched to the MethodTable.
+//
+// Start-up: listen() takes <socket>.lock (flock), refuses if a live daemon answers on the socket,
+// removes a stale socket file, binds with mode 0660. Shut-down: stop() closes the listener,
+// answers still-open streams with kShuttingDown, flushes every reply, then closes connections;
+// io_context::run() returns once they are gone.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <utility>  // Boost 1.74 asio/awaitable.hpp uses std::exchange without it under C++20
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "daemon/methods.h"
+
+namespace akad {
+
+struct ServerOptions {
+  std::filesystem::path socketPath;
+  // Group that may use the socket (mode 0660); empty keeps the daemon's own group.
+  std::string socketGroup;
+  std::size_t maxConnections = 4096;
+  std::size_t maxLineBytes = protocol::kMaxLineBytes;
+  // A client that stops reading its replies is dropped once this much output is queued for it.
+  std::size_t maxQueuedOutputBytes = 16 * 1024 * 1024;
+  std::chrono::milliseconds drainTimeout{5000};
+};
+
+class Connection;
+
+class Server {
+ public:
+  Server(boost::asio::io_context& io, const MethodTable& methods, ServerOptions options);
+  ~Server();  // removes the socket file if it is still the one we bound
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  Status listen();
+  void start();
+  void stop();
+
+  nlohmann::json stats() const;
+  const std::filesystem::path& socketPath() const { return options_.socketPath; }
+
+ private:
+  friend class Connection;
+  void accept();
+  void acceptLater();
+  void forget(const std::shared_ptr<Connection>& connection);
+  void removeSocketFile();
+
+  boost::asio::io_context& io_;
+  const MethodTable& methods_;
+  ServerOptions options_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::steady_timer retryTimer_;
+  boost::asio::steady_timer drainTimer_;
+  UniqueFd lockFd_;
+  bool bound_ = false;
+  dev_t socketDev_ = 0;
+  ino_t socketIno_ = 0;
+  bool stopping_ = false;
+  std::set<std::shared_ptr<Connection>> connections_;
+  // Shared read buffer: the io thread reads one connection at a time, so idle connections hold
+  // no buffer of their own (1000 idle clients cost kilobytes, not 64 MiB).
+  std::string scratch_;
+  std::uint64_t accepted_ = 0;
+  std::uint64_t rejected_ = 0;
+  std::uint64_t requests_ = 0;
+};
+
+}  // namespace akad

@@ -1,0 +1,519 @@
+#include "daemon/store.h"
+
+#include <sys/random.h>
+#include <sys/time.h>
+
+#include <cstdio>
+#include <ctime>
+#include <string_view>
+
+#include "common/protocol.h"
+
+namespace akad {
+
+using nlohmann::json;
+
+namespace {
+
+struct Migration {
+  int version;
+  const char* why;
+  const char* sql;
+};
+
+// Append only. A database at version N has had migrations 1..N applied, each in its own
+// transaction together with the version bump.
+const Migration kMigrations[] = {
+    {1, "runs, attempts and the event log",
+     R"sql(
+CREATE TABLE runs (
+  id             TEXT PRIMARY KEY,
+  label          TEXT NOT NULL DEFAULT '',
+  agent          TEXT,
+  agent_command  TEXT,
+  state          TEXT NOT NULL CHECK (state IN ('queued','running','done','cancelled','failed')),
+  params         TEXT NOT NULL,
+  submitter_uid  INTEGER NOT NULL,
+  submitter_gid  INTEGER NOT NULL,
+  created_at     TEXT NOT NULL,
+  updated_at     TEXT NOT NULL,
+  ended_at       TEXT
+);
+CREATE INDEX runs_by_state ON runs(state);
+CREATE INDEX runs_by_created ON runs(created_at);
+CREATE TABLE attempts (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id           TEXT NOT NULL REFERENCES runs(id),
+  task_id          TEXT NOT NULL,
+  task_hash        TEXT,
+  attempt_index    INTEGER NOT NULL,
+  state            TEXT NOT NULL CHECK (state IN
+                     ('queued','running','scored','failed','cancelled','interrupted')),
+  stage            TEXT,
+  snapshot_sha256  TEXT,
+  result           TEXT,
+  error            TEXT,
+  created_at       TEXT NOT NULL,
+  started_at       TEXT,
+  ended_at         TEXT,
+  UNIQUE (run_id, task_id, attempt_index)
+);
+CREATE INDEX attempts_by_run ON attempts(run_id);
+CREATE INDEX attempts_by_state ON attempts(state);
+CREATE TABLE events (
+  seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id      TEXT NOT NULL,
+  attempt_id  INTEGER,
+  at          TEXT NOT NULL,
+  kind        TEXT NOT NULL,
+  data        TEXT NOT NULL
+);
+CREATE INDEX events_by_run ON events(run_id, seq);
+)sql"},
+};
+
+Error notFound(const std::string& runId) {
+  return Error{"no run with id \"" + runId + "\"", protocol::kNotFound};
+}
+
+json parseStoredJson(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? json(text) : j;
+}
+
+std::string dumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+Result<std::string> newRunId() {
+  unsigned char bytes[4];
+  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    return errnoError("getrandom for a run id");
+  }
+  char id[16];
+  std::snprintf(id, sizeof id, "r-%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]);
+  return std::string(id);
+}
+
+constexpr const char* kRunColumns =
+    "id, label, agent, agent_command, state, params, submitter_uid, submitter_gid, created_at, "
+    "updated_at, ended_at";
+
+RunRecord readRun(const sqlite::Statement& st) {
+  RunRecord r;
+  r.id = st.text(0);
+  r.label = st.text(1);
+  r.agent = st.optionalText(2);
+  r.agentCommand = st.optionalText(3);
+  r.state = st.text(4);
+  r.params = parseStoredJson(st.text(5));
+  r.submitterUid = st.integer(6);
+  r.submitterGid = st.integer(7);
+  r.createdAt = st.text(8);
+  r.updatedAt = st.text(9);
+  r.endedAt = st.optionalText(10);
+  return r;
+}
+
+void addToCounts(AttemptCounts& c, std::string_view state, std::int64_t n) {
+  c.total += n;
+  if (state == "queued") c.queued += n;
+  else if (state == "running") c.running += n;
+  else if (state == "scored") c.scored += n;
+  else if (state == "failed") c.failed += n;
+  else if (state == "cancelled") c.cancelled += n;
+  else if (state == "interrupted") c.interrupted += n;
+}
+
+template <class T>
+json optionalJson(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+}  // namespace
+
+bool isTerminalRunState(std::string_view s) { return s == "done" || s == "cancelled" || s == "failed"; }
+bool isTerminalAttemptState(std::string_view s) {
+  return s == "scored" || s == "failed" || s == "cancelled" || s == "interrupted";
+}
+
+std::string nowIso8601() {
+  timeval tv{};
+  gettimeofday(&tv, nullptr);
+  tm t{};
+  gmtime_r(&tv.tv_sec, &t);
+  char s[64];
+  std::snprintf(s, sizeof s, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1,
+                t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, static_cast<long>(tv.tv_usec / 1000));
+  return s;
+}
+
+json AttemptCounts::toJson() const {
+  return json{{"total", total},   {"queued", queued},       {"running", running},
+              {"scored", scored}, {"failed", failed},       {"cancelled", cancelled},
+              {"interrupted", interrupted}};
+}
+
+json RunRecord::toJson() const {
+  return json{{"id", id},
+              {"label", label},
+              {"agent", optionalJson(agent)},
+              {"agent_command", optionalJson(agentCommand)},
+              {"state", state},
+              {"params", params},
+              {"submitter_uid", submitterUid},
+              {"submitter_gid", submitterGid},
+              {"created_at", createdAt},
+              {"updated_at", updatedAt},
+              {"ended_at", optionalJson(endedAt)},
+              {"counts", counts.toJson()}};
+}
+
+json AttemptRecord::toJson() const {
+  return json{{"id", id},
+              {"run_id", runId},
+              {"task_id", taskId},
+              {"task_hash", optionalJson(taskHash)},
+              {"attempt_index", attemptIndex},
+              {"state", state},
+              {"stage", optionalJson(stage)},
+              {"snapshot_sha256", optionalJson(snapshotSha256)},
+              {"result", result ? *result : json(nullptr)},
+              {"error", optionalJson(error)},
+              {"created_at", createdAt},
+              {"started_at", optionalJson(startedAt)},
+              {"ended_at", optionalJson(endedAt)}};
+}
+
+json EventRecord::toJson() const {
+  return json{{"seq", seq},   {"run_id", runId}, {"attempt_id", optionalJson(attemptId)},
+              {"at", at},     {"kind", kind},    {"data", data}};
+}
+
+int Store::latestSchemaVersion() { return std::end(kMigrations)[-1].version; }
+
+Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& dbPath) {
+  auto db = sqlite::Database::open(dbPath);
+  if (!db) return db.error();
+  // WAL: readers never block the writer; synchronous=FULL: COMMIT returns only after the WAL
+  // is fsynced, which is what makes an acknowledged submit survive power loss and kill -9.
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                             "PRAGMA foreign_keys=ON"}) {
+    if (auto s = db->exec(pragma); !s) return s.error();
+  }
+  // journal_mode can silently stay "delete" (e.g. on some network filesystems); say so.
+  {
+    auto mode = db->prepare("PRAGMA journal_mode");
+    if (!mode) return mode.error();
+    if (auto row = mode->step(); !row || !*row || mode->text(0) != "wal") {
+      return Error{"cannot put " + dbPath.string() + " in WAL mode (filesystem without shared memory?)", 0};
+    }
+  }
+  std::unique_ptr<Store> store(new Store(std::move(*db)));
+  if (auto s = store->migrate(); !s) return s.error();
+  return store;
+}
+
+Status Store::migrate() {
+  std::lock_guard lock(mutex_);
+  if (auto s = db_.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"); !s) {
+    return s;
+  }
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  int current = 0;
+  bool haveRow = false;
+  {
+    auto sel = db_.prepare("SELECT version FROM schema_version");
+    if (!sel) return sel.error();
+    auto row = sel->step();
+    if (!row) return row.error();
+    haveRow = *row;
+    if (haveRow) current = static_cast<int>(sel->integer(0));
+  }
+  if (!haveRow) {
+    auto ins = db_.prepare("INSERT INTO schema_version (version) VALUES (0)");
+    if (!ins) return ins.error();
+    if (auto s = ins->run(); !s) return s;
+  }
+  if (auto s = tx->commit(); !s) return s;
+  if (current > latestSchemaVersion()) {
+    return Error{db_.path().string() + " has schema version " + std::to_string(current) +
+                     ", newer than this akad knows (" + std::to_string(latestSchemaVersion()) +
+                     "); run a newer akad",
+                 0};
+  }
+  for (const Migration& m : kMigrations) {
+    if (m.version <= current) continue;
+    auto mtx = sqlite::Transaction::begin(db_);
+    if (!mtx) return mtx.error();
+    if (auto s = db_.exec(m.sql); !s) {
+      return Error{"migration " + std::to_string(m.version) + " (" + m.why + "): " + s.error().message, 0};
+    }
+    auto up = db_.prepare("UPDATE schema_version SET version = ?");
+    if (!up) return up.error();
+    if (auto s = up->bind(1, static_cast<std::int64_t>(m.version)).run(); !s) return s;
+    if (auto s = mtx->commit(); !s) return s;
+  }
+  return {};
+}
+
+Result<int> Store::schemaVersion() {
+  std::lock_guard lock(mutex_);
+  auto st = db_.prepare("SELECT version FROM schema_version");
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? static_cast<int>(st->integer(0)) : 0;
+}
+
+Result<AttemptCounts> Store::countAttempts(const std::string& runId) {
+  auto st = db_.prepare("SELECT state, COUNT(*) FROM attempts WHERE run_id = ? GROUP BY state");
+  if (!st) return st.error();
+  st->bind(1, runId);
+  AttemptCounts c;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    addToCounts(c, st->text(0), st->integer(1));
+  }
+  return c;
+}
+
+Result<RunRecord> Store::loadRun(const std::string& runId) {
+  auto st = db_.prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, runId);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return notFound(runId);
+  RunRecord r = readRun(*st);
+  auto c = countAttempts(runId);
+  if (!c) return c.error();
+  r.counts = *c;
+  return r;
+}
+
+Result<EventRecord> Store::insertEvent(const std::string& runId, std::optional<std::int64_t> attemptId,
+                                       const std::string& kind, const json& data) {
+  EventRecord ev{0, runId, attemptId, nowIso8601(), kind, data};
+  auto st = db_.prepare("INSERT INTO events (run_id, attempt_id, at, kind, data) VALUES (?, ?, ?, ?, ?)");
+  if (!st) return st.error();
+  st->bind(1, runId).bind(2, attemptId).bind(3, ev.at).bind(4, kind).bind(5, dumpJson(data));
+  if (auto s = st->run(); !s) return s.error();
+  ev.seq = db_.lastInsertRowid();
+  return ev;
+}
+
+Result<RunChange> Store::submitRun(const NewRun& in) {
+  if (in.taskIds.empty()) return Error{"a run needs at least one task", protocol::kInvalidParams};
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  std::string runId;
+  for (int tries = 0; runId.empty(); ++tries) {
+    auto id = newRunId();
+    if (!id) return id.error();
+    auto exists = db_.prepare("SELECT 1 FROM runs WHERE id = ?");
+    if (!exists) return exists.error();
+    auto row = exists->bind(1, *id).step();
+    if (!row) return row.error();
+    if (!*row) runId = *id;
+    if (tries > 100) return Error{"cannot find a free run id", protocol::kInternalError};
+  }
+  std::string now = nowIso8601();
+  auto ins = db_.prepare(
+      "INSERT INTO runs (id, label, agent, agent_command, state, params, submitter_uid, "
+      "submitter_gid, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)");
+  if (!ins) return ins.error();
+  ins->bind(1, runId).bind(2, in.label).bind(3, in.agent).bind(4, in.agentCommand)
+      .bind(5, dumpJson(in.params)).bind(6, in.submitterUid).bind(7, in.submitterGid)
+      .bind(8, now).bind(9, now);
+  if (auto s = ins->run(); !s) return s.error();
+  auto att = db_.prepare(
+      "INSERT INTO attempts (run_id, task_id, attempt_index, state, created_at) "
+      "VALUES (?, ?, ?, 'queued', ?)");
+  if (!att) return att.error();
+  for (const std::string& task : in.taskIds) {
+    for (std::int64_t i = 0; i < in.attemptsPerTask; ++i) {
+      att->reset();
+      att->bind(1, runId).bind(2, task).bind(3, i).bind(4, now);
+      if (auto s = att->run(); !s) return s.error();
+    }
+  }
+  auto ev = insertEvent(runId, std::nullopt, "run.submitted",
+                        json{{"state", "queued"},
+                             {"tasks", in.taskIds},
+                             {"attempts", static_cast<std::int64_t>(in.taskIds.size()) * in.attemptsPerTask}});
+  if (!ev) return ev.error();
+  auto run = loadRun(runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), {std::move(*ev)}};
+}
+
+Result<RunRecord> Store::getRun(const std::string& runId) {
+  std::lock_guard lock(mutex_);
+  return loadRun(runId);
+}
+
+Result<std::vector<RunRecord>> Store::listRuns(const std::optional<std::string>& stateFilter,
+                                               std::int64_t limit) {
+  std::lock_guard lock(mutex_);
+  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs";
+  if (stateFilter) sql += " WHERE state = ?";
+  sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?";
+  auto st = db_.prepare(sql);
+  if (!st) return st.error();
+  int i = 1;
+  if (stateFilter) st->bind(i++, *stateFilter);
+  st->bind(i, limit);
+  std::vector<RunRecord> runs;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    runs.push_back(readRun(*st));
+  }
+  for (RunRecord& r : runs) {
+    auto c = countAttempts(r.id);
+    if (!c) return c.error();
+    r.counts = *c;
+  }
+  return runs;
+}
+
+Result<std::vector<AttemptRecord>> Store::attemptsOf(const std::string& runId) {
+  std::lock_guard lock(mutex_);
+  auto st = db_.prepare(
+      "SELECT id, run_id, task_id, task_hash, attempt_index, state, stage, snapshot_sha256, result, "
+      "error, created_at, started_at, ended_at FROM attempts WHERE run_id = ? ORDER BY id");
+  if (!st) return st.error();
+  st->bind(1, runId);
+  std::vector<AttemptRecord> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    AttemptRecord a;
+    a.id = st->integer(0);
+    a.runId = st->text(1);
+    a.taskId = st->text(2);
+    a.taskHash = st->optionalText(3);
+    a.attemptIndex = st->integer(4);
+    a.state = st->text(5);
+    a.stage = st->optionalText(6);
+    a.snapshotSha256 = st->optionalText(7);
+    if (auto r = st->optionalText(8)) a.result = parseStoredJson(*r);
+    a.error = st->optionalText(9);
+    a.createdAt = st->text(10);
+    a.startedAt = st->optionalText(11);
+    a.endedAt = st->optionalText(12);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+Result<RunChange> Store::cancelRun(const std::string& runId) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto before = loadRun(runId);
+  if (!before) return before.error();
+  if (isTerminalRunState(before->state)) {
+    return Error{"run " + runId + " already ended (" + before->state + ")", protocol::kConflict};
+  }
+  std::string now = nowIso8601();
+  auto att = db_.prepare(
+      "UPDATE attempts SET state = 'cancelled', ended_at = ? WHERE run_id = ? AND state IN "
+      "('queued','running')");
+  if (!att) return att.error();
+  if (auto s = att->bind(1, now).bind(2, runId).run(); !s) return s.error();
+  auto up = db_.prepare("UPDATE runs SET state = 'cancelled', updated_at = ?, ended_at = ? WHERE id = ?");
+  if (!up) return up.error();
+  if (auto s = up->bind(1, now).bind(2, now).bind(3, runId).run(); !s) return s.error();
+  auto ev = insertEvent(runId, std::nullopt, "run.state",
+                        json{{"state", "cancelled"}, {"previous", before->state}});
+  if (!ev) return ev.error();
+  auto run = loadRun(runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), {std::move(*ev)}};
+}
+
+Result<RunChange> Store::setRunState(const std::string& runId, const std::string& state) {
+  bool known = false;
+  for (const char* s : kRunStates) known = known || state == s;
+  if (!known) return Error{"unknown run state \"" + state + "\"", protocol::kInvalidParams};
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto before = loadRun(runId);
+  if (!before) return before.error();
+  std::string now = nowIso8601();
+  auto up = db_.prepare("UPDATE runs SET state = ?, updated_at = ?, ended_at = ? WHERE id = ?");
+  if (!up) return up.error();
+  std::optional<std::string> ended;
+  if (isTerminalRunState(state)) ended = now;
+  if (auto s = up->bind(1, state).bind(2, now).bind(3, ended).bind(4, runId).run(); !s) return s.error();
+  auto ev = insertEvent(runId, std::nullopt, "run.state", json{{"state", state}, {"previous", before->state}});
+  if (!ev) return ev.error();
+  auto run = loadRun(runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), {std::move(*ev)}};
+}
+
+Result<std::vector<EventRecord>> Store::eventsOf(const std::string& runId, std::int64_t afterSeq) {
+  std::lock_guard lock(mutex_);
+  auto st = db_.prepare(
+      "SELECT seq, run_id, attempt_id, at, kind, data FROM events WHERE run_id = ? AND seq > ? "
+      "ORDER BY seq");
+  if (!st) return st.error();
+  st->bind(1, runId).bind(2, afterSeq);
+  std::vector<EventRecord> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(EventRecord{st->integer(0), st->text(1), st->optionalInteger(2), st->text(3),
+                              st->text(4), parseStoredJson(st->text(5))});
+  }
+  return out;
+}
+
+Result<EventRecord> Store::appendEvent(const std::string& runId, std::optional<std::int64_t> attemptId,
+                                       const std::string& kind, const json& data) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto ev = insertEvent(runId, attemptId, kind, data);
+  if (!ev) return ev.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return ev;
+}
+
+Result<StoreCounts> Store::counts() {
+  std::lock_guard lock(mutex_);
+  StoreCounts c;
+  auto runs = db_.prepare("SELECT state, COUNT(*) FROM runs GROUP BY state");
+  if (!runs) return runs.error();
+  for (const char* s : kRunStates) c.runsByState[s] = 0;
+  for (;;) {
+    auto row = runs->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    c.runsByState[runs->text(0)] = runs->integer(1);
+    c.runs += runs->integer(1);
+  }
+  auto att = db_.prepare("SELECT state, COUNT(*) FROM attempts GROUP BY state");
+  if (!att) return att.error();
+  for (;;) {
+    auto row = att->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    addToCounts(c.attempts, att->text(0), att->integer(1));
+  }
+  return c;
+}
+
+}  // namespace akad

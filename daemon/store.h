@@ -1,0 +1,145 @@
+#pragma once
+// akad's durable state: runs, their attempts, and the event log, in SQLite (WAL,
+// synchronous=FULL) at <state-dir>/akad.db. Every write is one transaction; a method returns
+// only after COMMIT, so whatever it acknowledged survives kill -9.
+//
+// Thread-safe: every public method takes the store's mutex (the pipeline calls in from worker
+// threads). Schema changes are appended to kMigrations in store.cc, never edited in place.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "daemon/sqlite.h"
+
+namespace akad {
+
+// Run states: queued -> running -> done | failed; queued/running -> cancelled.
+inline constexpr const char* kRunStates[] = {"queued", "running", "done", "cancelled", "failed"};
+// Attempt states: queued -> running -> scored | failed | interrupted; any unfinished -> cancelled.
+inline constexpr const char* kAttemptStates[] = {"queued", "running", "scored", "failed", "cancelled",
+                                                 "interrupted"};
+bool isTerminalRunState(std::string_view state);
+bool isTerminalAttemptState(std::string_view state);
+
+struct AttemptCounts {
+  std::int64_t total = 0, queued = 0, running = 0, scored = 0, failed = 0, cancelled = 0,
+               interrupted = 0;
+  nlohmann::json toJson() const;
+};
+
+struct RunRecord {
+  std::string id;  // "r-" + 8 hex digits
+  std::string label;
+  std::optional<std::string> agent;
+  std::optional<std::string> agentCommand;
+  std::string state;
+  nlohmann::json params;  // the submitted params, normalised (tasks resolved, defaults filled)
+  std::int64_t submitterUid = 0;
+  std::int64_t submitterGid = 0;
+  std::string createdAt;  // ISO 8601 UTC, millisecond precision
+  std::string updatedAt;
+  std::optional<std::string> endedAt;
+  AttemptCounts counts;
+  nlohmann::json toJson() const;
+};
+
+struct AttemptRecord {
+  std::int64_t id = 0;
+  std::string runId;
+  std::string taskId;  // "suite/task"
+  std::optional<std::string> taskHash;
+  std::int64_t attemptIndex = 0;  // 0-based, per task within a run
+  std::string state;
+  std::optional<std::string> stage;
+  std::optional<std::string> snapshotSha256;
+  std::optional<nlohmann::json> result;
+  std::optional<std::string> error;
+  std::string createdAt;
+  std::optional<std::string> startedAt;
+  std::optional<std::string> endedAt;
+  nlohmann::json toJson() const;
+};
+
+struct EventRecord {
+  std::int64_t seq = 0;  // global, increasing: watchers resume after the last seq they saw
+  std::string runId;
+  std::optional<std::int64_t> attemptId;
+  std::string at;
+  std::string kind;  // "run.submitted", "run.state", "attempt.state", ...
+  nlohmann::json data;
+  nlohmann::json toJson() const;
+};
+
+struct NewRun {
+  std::string label;
+  std::optional<std::string> agent;
+  std::optional<std::string> agentCommand;
+  nlohmann::json params = nlohmann::json::object();
+  std::vector<std::string> taskIds;  // resolved, one or more
+  std::int64_t attemptsPerTask = 1;
+  std::int64_t submitterUid = 0;
+  std::int64_t submitterGid = 0;
+};
+
+// What a write did: the records after it, and the events it appended (to publish after commit).
+struct RunChange {
+  RunRecord run;
+  std::vector<EventRecord> events;
+};
+
+struct StoreCounts {
+  std::int64_t runs = 0;
+  nlohmann::json runsByState = nlohmann::json::object();
+  AttemptCounts attempts;
+};
+
+class Store {
+ public:
+  // Opens or creates the database and applies pending migrations. Refuses a database whose
+  // schema is newer than this binary knows.
+  static Result<std::unique_ptr<Store>> open(const std::filesystem::path& dbPath);
+  static int latestSchemaVersion();
+
+  Result<int> schemaVersion();
+  const std::filesystem::path& path() const { return db_.path(); }
+
+  Result<RunChange> submitRun(const NewRun& run);
+  Result<RunRecord> getRun(const std::string& runId);  // kNotFound if absent
+  // Newest first. stateFilter empty = all.
+  Result<std::vector<RunRecord>> listRuns(const std::optional<std::string>& stateFilter,
+                                          std::int64_t limit);
+  Result<std::vector<AttemptRecord>> attemptsOf(const std::string& runId);
+  // Marks the run and its unfinished attempts cancelled. kConflict if the run already ended.
+  Result<RunChange> cancelRun(const std::string& runId);
+  // Changes a run's state and records a "run.state" event (used by the executor later).
+  Result<RunChange> setRunState(const std::string& runId, const std::string& state);
+  // Events of a run with seq > afterSeq, in order.
+  Result<std::vector<EventRecord>> eventsOf(const std::string& runId, std::int64_t afterSeq);
+  Result<EventRecord> appendEvent(const std::string& runId, std::optional<std::int64_t> attemptId,
+                                  const std::string& kind, const nlohmann::json& data);
+  Result<StoreCounts> counts();
+
+ private:
+  explicit Store(sqlite::Database db) : db_(std::move(db)) {}
+  Status migrate();
+  Result<RunRecord> loadRun(const std::string& runId);
+  Result<EventRecord> insertEvent(const std::string& runId, std::optional<std::int64_t> attemptId,
+                                  const std::string& kind, const nlohmann::json& data);
+  Result<AttemptCounts> countAttempts(const std::string& runId);
+
+  std::mutex mutex_;
+  sqlite::Database db_;
+};
+
+// Current time as the store writes it: "2026-11-30T03:40:00.123Z".
+std::string nowIso8601();
+
+}  // namespace akad

@@ -1,0 +1,71 @@
+#include "daemon/task_catalog.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <set>
+#include <system_error>
+
+#include "common/protocol.h"
+
+namespace akad {
+
+namespace fs = std::filesystem;
+
+Result<std::vector<std::string>> TaskCatalog::list() const {
+  std::error_code ec;
+  if (!fs::is_directory(root_, ec)) {
+    return Error{"tasks directory " + root_.string() + " does not exist or is not a directory",
+                 protocol::kNoTasksMatch};
+  }
+  std::vector<std::string> ids;
+  for (fs::directory_iterator suite(root_, ec), end; !ec && suite != end; suite.increment(ec)) {
+    if (!suite->is_directory(ec)) continue;
+    std::error_code ec2;
+    for (fs::directory_iterator task(suite->path(), ec2); !ec2 && task != end; task.increment(ec2)) {
+      std::error_code ec3;
+      if (task->is_directory(ec3) && fs::is_regular_file(task->path() / "task.yaml", ec3)) {
+        ids.push_back(suite->path().filename().string() + "/" + task->path().filename().string());
+      }
+    }
+  }
+  if (ec) return Error{"cannot scan tasks directory " + root_.string() + ": " + ec.message(), 0};
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Result<std::vector<std::string>> TaskCatalog::resolve(const std::vector<std::string>& selectors) const {
+  if (selectors.empty()) return Error{"no task selectors given", protocol::kInvalidParams};
+  auto all = list();
+  if (!all) return all.error();
+  std::set<std::string> chosen;
+  for (const std::string& sel : selectors) {
+    if (sel.empty() || sel.size() > 256 || sel.find('\0') != std::string::npos) {
+      return Error{"task selector \"" + sel + "\" is empty or too long", protocol::kInvalidParams};
+    }
+    bool glob = sel.find_first_of("*?[") != std::string::npos;
+    bool any = false;
+    for (const std::string& id : *all) {
+      bool match;
+      if (glob) match = ::fnmatch(sel.c_str(), id.c_str(), FNM_PATHNAME) == 0;
+      else if (sel.find('/') != std::string::npos) match = id == sel;
+      else match = id.compare(0, sel.size() + 1, sel + "/") == 0;
+      if (match) {
+        chosen.insert(id);
+        any = true;
+      }
+    }
+    if (!any) {
+      std::set<std::string> suites;
+      for (const std::string& id : *all) suites.insert(id.substr(0, id.find('/')));
+      std::string known;
+      for (const std::string& s : suites) known += (known.empty() ? "" : ", ") + s;
+      return Error{"no tasks match \"" + sel + "\" in " + root_.string() + " (suites: " +
+                       (known.empty() ? "none" : known) + ")",
+                   protocol::kNoTasksMatch};
+    }
+  }
+  return std::vector<std::string>(chosen.begin(), chosen.end());
+}
+
+}  // namespace akad

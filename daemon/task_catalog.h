@@ -1,0 +1,31 @@
+#pragma once
+// Which tasks exist: every <suite>/<task>/task.yaml under the tasks root. A plain directory scan
+// for resolving run.submit's selectors; reading task.yaml itself is the task loader's job.
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace akad {
+
+class TaskCatalog {
+ public:
+  explicit TaskCatalog(std::filesystem::path root) : root_(std::move(root)) {}
+
+  const std::filesystem::path& root() const { return root_; }
+
+  // All task ids ("suite/task"), sorted. Scanned on each call so new task folders count at once.
+  Result<std::vector<std::string>> list() const;
+
+  // Resolves selectors to task ids, in catalog order without duplicates. A selector is a suite
+  // ("cpu"), a task ("cpu/softmax") or an fnmatch glob over "suite/task" ("cpu/*", "*/gemm*").
+  // Every selector must match at least one task, else kNoTasksMatch naming it.
+  Result<std::vector<std::string>> resolve(const std::vector<std::string>& selectors) const;
+
+ private:
+  std::filesystem::path root_;
+};
+
+}  // namespace akad

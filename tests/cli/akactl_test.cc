@@ -1,0 +1,130 @@
+// akactl's contract: exit codes 0/1/2/3, --json on every subcommand, socket selection.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/protocol.h"
+#include "tests/daemon/harness.h"
+
+namespace akad::test {
+namespace {
+
+using nlohmann::json;
+
+class AkactlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    paths_ = {dir_ / "akad.sock", dir_ / "state", writeFakeTasks(dir_.path())};
+    auto d = DaemonProcess::start(paths_);
+    ASSERT_TRUE(d) << d.error().message;
+    daemon_ = std::move(*d);
+  }
+  void TearDown() override {
+    pid_t pid = daemon_->pid();
+    daemon_.reset();
+    EXPECT_FALSE(processExists(pid));
+  }
+  CommandResult ctl(const std::vector<std::string>& args) { return akactl(paths_.socket, args); }
+
+  TempDir dir_;
+  DaemonProcess::Paths paths_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST(Akactl, UnreachableDaemonExits3AndSaysWhereAndHow) {
+  TempDir dir;
+  fs::path missing = dir / "nobody-here.sock";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"info"}, {"ping"}, {"status"}, {"submit", "cpu"}, {"watch", "r-1"}, {"cancel", "r-1"}}) {
+    auto r = akactl(missing, args);
+    EXPECT_EQ(r.exitCode, 3) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(missing.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("akad --socket"), std::string::npos) << r.err;
+  }
+  auto j = akactl(missing, {"--json", "info"});
+  EXPECT_EQ(j.exitCode, 3);
+  EXPECT_EQ(json::parse(j.out).at("error").at("code"), protocol::kUnreachable);
+}
+
+TEST(Akactl, UsageErrorsExit2) {
+  TempDir dir;
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {}, {"frobnicate"}, {"submit"}, {"submit", "cpu", "--attempts", "0"}, {"submit", "cpu", "--attempts", "x"},
+           {"status", "--state", "sleeping"}, {"watch"}, {"cancel"}, {"info", "--no-such-flag"},
+           {"submit", "cpu", "--option", "novalue"}}) {
+    auto r = akactl(dir / "unused.sock", args);
+    EXPECT_EQ(r.exitCode, 2) << (args.empty() ? "(none)" : args[0]) << ": " << r.out << r.err;
+  }
+  auto help = runCommand({akactlBinary().string(), "--help"});
+  EXPECT_EQ(help.exitCode, 0);
+  EXPECT_NE(help.out.find("Exit codes"), std::string::npos);
+}
+
+TEST_F(AkactlTest, DaemonErrorsExit1WithTheDaemonsMessage) {
+  auto status = ctl({"status", "r-00000000"});
+  EXPECT_EQ(status.exitCode, 1);
+  EXPECT_NE(status.err.find("r-00000000"), std::string::npos) << status.err;
+  EXPECT_EQ(ctl({"cancel", "r-00000000"}).exitCode, 1);
+  EXPECT_EQ(ctl({"watch", "r-00000000"}).exitCode, 1);
+  auto submit = ctl({"submit", "nosuchsuite"});
+  EXPECT_EQ(submit.exitCode, 1);
+  EXPECT_NE(submit.err.find("no tasks match"), std::string::npos) << submit.err;
+  auto j = ctl({"--json", "submit", "nosuchsuite"});
+  EXPECT_EQ(j.exitCode, 1);
+  EXPECT_EQ(json::parse(j.out).at("error").at("code"), protocol::kNoTasksMatch);
+  // Cancelling twice: the second is a conflict.
+  std::string id = json::parse(ctl({"--json", "submit", "cpu"}).out).at("run").at("id");
+  EXPECT_EQ(ctl({"cancel", id}).exitCode, 0);
+  EXPECT_EQ(ctl({"cancel", id}).exitCode, 1);
+}
+
+TEST_F(AkactlTest, JsonOnEverySubcommand) {
+  auto parse = [&](const std::vector<std::string>& args) {
+    auto r = ctl(args);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    return json::parse(r.out);
+  };
+  EXPECT_EQ(parse({"--json", "ping"}).at("pong"), true);
+  EXPECT_EQ(parse({"ping", "--json", "--count", "20"}).at("count"), 20);
+  EXPECT_EQ(parse({"info", "--json"}).at("protocol_version"), 1);
+  json sub = parse({"submit", "--json", "cpu/softmax", "--option", "seed=7", "--option", "mode=fast", "--label", "j"});
+  std::string id = sub.at("run").at("id");
+  EXPECT_EQ(sub.at("run").at("params").at("options").at("seed"), 7);
+  EXPECT_EQ(sub.at("run").at("params").at("options").at("mode"), "fast");
+  EXPECT_EQ(parse({"status", "--json"}).at("runs").at(0).at("id"), id);
+  EXPECT_EQ(parse({"status", "--json", "--state", "queued"}).at("runs").size(), 1u);
+  EXPECT_EQ(parse({"status", id, "--json"}).at("attempts").size(), 1u);
+  EXPECT_EQ(parse({"cancel", id, "--json"}).at("run").at("state"), "cancelled");
+  auto watch = ctl({"watch", id, "--json"});
+  ASSERT_EQ(watch.exitCode, 0) << watch.err;
+  std::istringstream lines(watch.out);
+  std::string line, last;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    last = line;
+    ++count;
+    EXPECT_FALSE(json::parse(line, nullptr, false).is_discarded()) << line;
+  }
+  EXPECT_EQ(count, 3);
+  EXPECT_EQ(json::parse(last).at("run").at("state"), "cancelled");
+}
+
+TEST_F(AkactlTest, HumanOutputNamesTheRun) {
+  auto sub = ctl({"submit", "cpu", "--attempts", "3"});
+  ASSERT_EQ(sub.exitCode, 0) << sub.err;
+  EXPECT_NE(sub.out.find("submitted run r-"), std::string::npos) << sub.out;
+  EXPECT_NE(sub.out.find("6 attempt(s)"), std::string::npos) << sub.out;
+  auto ping = ctl({"ping"});
+  EXPECT_EQ(ping.exitCode, 0);
+  EXPECT_NE(ping.out.find("pong"), std::string::npos);
+}
+
+TEST_F(AkactlTest, SocketComesFromAkadSocketWhenNoFlagIsGiven) {
+  auto r = runCommand({akactlBinary().string(), "--json", "info"}, {"AKAD_SOCKET=" + paths_.socket.string()});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("pid"), daemon_->pid());
+}
+
+}  // namespace
+}  // namespace akad::test
