@@ -41,7 +41,7 @@ void write(Level l, std::string_view message) {
   gettimeofday(&tv, nullptr);
   tm t{};
   gmtime_r(&tv.tv_sec, &t);
-  char stamp[40];
+  char stamp[64];
   std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900,
                 t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, tv.tv_usec / 1000);
   std::lock_guard lock(g_mutex);
