@@ -14,6 +14,14 @@
 #include "daemon/task_catalog.h"
 
 namespace akad {
+class Scheduler;
+class GpuLeases;
+namespace snapshot {
+class SnapshotStore;
+}
+}  // namespace akad
+
+namespace akad {
 
 struct DaemonContext {
   Store& store;
@@ -27,6 +35,12 @@ struct DaemonContext {
   std::string executor = "none (runs stay queued)";
   // Connection statistics from the server, for daemon.info.
   std::function<nlohmann::json()> serverStats;
+  // The executor and what it uses (null/empty when akad runs with --workers 0).
+  Scheduler* scheduler = nullptr;
+  snapshot::SnapshotStore* snapshots = nullptr;
+  GpuLeases* gpus = nullptr;
+  std::filesystem::path agentsDir;
+  std::filesystem::path imagesDir;
 };
 
 }  // namespace akad

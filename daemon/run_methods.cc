@@ -4,6 +4,9 @@
 
 #include "common/log.h"
 #include "common/protocol.h"
+#include "daemon/gpu_leases.h"
+#include "daemon/pipeline/agent.h"
+#include "daemon/scheduler.h"
 
 namespace akad {
 
@@ -31,7 +34,8 @@ bool isAgentName(const std::string& name) {
   return true;
 }
 
-Result<NewRun> readSubmit(const json& params, TaskCatalog& catalog) {
+Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
+  TaskCatalog& catalog = ctx.tasks;
   if (auto s = proto::allowOnly(params, {"tasks", "agent", "agent_command", "attempts", "label", "options"}); !s) {
     return s.error();
   }
@@ -76,8 +80,29 @@ Result<NewRun> readSubmit(const json& params, TaskCatalog& catalog) {
     if (!o->is_object()) return invalid("parameter \"options\" must be an object, got " + std::string(o->type_name()));
     options = *o;
   }
+  if (auto s = checkRunOptions(options); !s) return s.error();
+  if (*agent && *command) return invalid("give either \"agent\" or \"agent_command\", not both");
+  // Without an agent the run scores the untouched baseline.
+  if (!*agent && !*command) *agent = "noop";
+  if (*agent && !ctx.agentsDir.empty()) {
+    if (auto a = findAgent(ctx.agentsDir, **agent); !a) return invalid(a.error().message);
+  }
   auto ids = catalog.resolve(selectors);
   if (!ids) return ids.error();
+  // Task files are validated here, at the border, and the exact version is imported so a
+  // result always names (and keeps) the task it was scored against.
+  for (const std::string& id : *ids) {
+    auto task = catalog.load(id);
+    if (!task) return task.error();
+    auto imported = importTask(*task, ctx.stateDir);
+    if (!imported) return Error{imported.error().message, proto::kInternalError};
+    run.taskHashes[id] = task->content_hash;
+    if (task->gpu) {
+      run.tasksNeedingGpu.insert(id);
+      if (ctx.gpus != nullptr && ctx.gpus->size() == 0)
+        return invalid("task " + id + " needs a GPU and this daemon has none (akactl gpus)");
+    }
+  }
   if (static_cast<std::int64_t>(ids->size()) * *attempts > kMaxAttemptsPerRun) {
     return invalid(std::to_string(ids->size()) + " tasks x " + std::to_string(*attempts) +
                    " attempts is more than " + std::to_string(kMaxAttemptsPerRun) + " attempts in one run");
@@ -95,6 +120,27 @@ Result<NewRun> readSubmit(const json& params, TaskCatalog& catalog) {
                     {"label", run.label},
                     {"options", options}};
   return run;
+}
+
+// options: agent_time_limit_s (number > 0), gpu_model (string), credentials (object of strings,
+// kept in memory by the executor and never stored).
+Status checkRunOptions(const json& options) {
+  for (const auto& [key, value] : options.items()) {
+    if (key == "agent_time_limit_s") {
+      if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > 86400)
+        return invalid("option \"agent_time_limit_s\" must be a number of seconds in (0, 86400]");
+    } else if (key == "gpu_model") {
+      if (!value.is_string() || value.get<std::string>().size() > 128)
+        return invalid("option \"gpu_model\" must be a string");
+    } else if (key == "credentials") {
+      if (!value.is_object()) return invalid("option \"credentials\" must be an object of strings");
+      for (const auto& [k, v] : value.items())
+        if (!v.is_string() || k.empty() || k.size() > 128) return invalid("option \"credentials\" must map names to strings");
+    } else {
+      return invalid("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials)");
+    }
+  }
+  return {};
 }
 
 Result<std::string> readRunId(const json& params, std::initializer_list<std::string_view> allowed) {
@@ -175,12 +221,23 @@ void watchRun(DaemonContext& ctx, const Peer&, const json& params, std::shared_p
 
 void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
   table.add("run.submit", [&ctx](const Peer& peer, const json& params) -> Result<json> {
-    auto in = readSubmit(params, ctx.tasks);
+    auto in = readSubmit(params, ctx);
     if (!in) return in.error();
     in->submitterUid = peer.uid;
     in->submitterGid = peer.gid;
+    // Secrets stay out of the store: the executor keeps them in memory for this run only.
+    std::map<std::string, std::string> credentials;
+    if (in->params["options"].contains("credentials")) {
+      for (const auto& [k, v] : in->params["options"]["credentials"].items()) credentials[k] = v.get<std::string>();
+      in->params["options"]["credentials"] = json::array();
+      for (const auto& [k, v] : credentials) in->params["options"]["credentials"].push_back(k);
+    }
     auto change = ctx.store.submitRun(*in);
     if (!change) return change.error();
+    if (ctx.scheduler != nullptr) {
+      ctx.scheduler->setCredentials(change->run.id, std::move(credentials));
+      ctx.scheduler->wake();
+    }
     // Committed: now it is safe to tell watchers and the client.
     for (const EventRecord& ev : change->events) ctx.events.publish(ev);
     log::info("run ", change->run.id, " submitted by uid ", peer.uid, ": ", in->taskIds.size(), " task(s) x ",
@@ -231,6 +288,7 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     }
     auto change = ctx.store.cancelRun(*id);
     if (!change) return change.error();
+    if (ctx.scheduler != nullptr) ctx.scheduler->cancelRun(*id);
     for (const EventRecord& ev : change->events) ctx.events.publish(ev);
     log::info("run ", *id, " cancelled by uid ", peer.uid);
     return json{{"run", change->run.toJson()}};

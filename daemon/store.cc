@@ -70,6 +70,11 @@ CREATE TABLE events (
 );
 CREATE INDEX events_by_run ON events(run_id, seq);
 )sql"},
+    {2, "the executor: which attempts need a GPU",
+     R"sql(
+ALTER TABLE attempts ADD COLUMN needs_gpu INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX attempts_by_snapshot ON attempts(snapshot_sha256);
+)sql"},
 };
 
 Error notFound(const std::string& runId) {
@@ -180,7 +185,8 @@ json AttemptRecord::toJson() const {
               {"error", optionalJson(error)},
               {"created_at", createdAt},
               {"started_at", optionalJson(startedAt)},
-              {"ended_at", optionalJson(endedAt)}};
+              {"ended_at", optionalJson(endedAt)},
+              {"needs_gpu", needsGpu}};
 }
 
 json EventRecord::toJson() const {
@@ -330,13 +336,16 @@ Result<RunChange> Store::submitRun(const NewRun& in) {
       .bind(8, now).bind(9, now);
   if (auto s = ins->run(); !s) return s.error();
   auto att = db_.prepare(
-      "INSERT INTO attempts (run_id, task_id, attempt_index, state, created_at) "
-      "VALUES (?, ?, ?, 'queued', ?)");
+      "INSERT INTO attempts (run_id, task_id, attempt_index, state, created_at, task_hash, needs_gpu, "
+      "snapshot_sha256) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)");
   if (!att) return att.error();
   for (const std::string& task : in.taskIds) {
+    std::optional<std::string> hash;
+    if (auto h = in.taskHashes.find(task); h != in.taskHashes.end()) hash = h->second;
     for (std::int64_t i = 0; i < in.attemptsPerTask; ++i) {
       att->reset();
-      att->bind(1, runId).bind(2, task).bind(3, i).bind(4, now);
+      att->bind(1, runId).bind(2, task).bind(3, i).bind(4, now).bind(5, hash)
+          .bind(6, static_cast<std::int64_t>(in.tasksNeedingGpu.count(task))).bind(7, in.snapshot);
       if (auto s = att->run(); !s) return s.error();
     }
   }
@@ -384,11 +393,15 @@ Result<std::vector<RunRecord>> Store::listRuns(const std::optional<std::string>&
 
 Result<std::vector<AttemptRecord>> Store::attemptsOf(const std::string& runId) {
   std::lock_guard lock(mutex_);
+  return queryAttempts("run_id = ? ORDER BY id", runId);
+}
+
+Result<std::vector<AttemptRecord>> Store::queryAttempts(const std::string& where, const std::string& bindText) {
   auto st = db_.prepare(
       "SELECT id, run_id, task_id, task_hash, attempt_index, state, stage, snapshot_sha256, result, "
-      "error, created_at, started_at, ended_at FROM attempts WHERE run_id = ? ORDER BY id");
+      "error, created_at, started_at, ended_at, needs_gpu FROM attempts WHERE " + where);
   if (!st) return st.error();
-  st->bind(1, runId);
+  if (where.find('?') != std::string::npos) st->bind(1, bindText);
   std::vector<AttemptRecord> out;
   for (;;) {
     auto row = st->step();
@@ -408,6 +421,7 @@ Result<std::vector<AttemptRecord>> Store::attemptsOf(const std::string& runId) {
     a.createdAt = st->text(10);
     a.startedAt = st->optionalText(11);
     a.endedAt = st->optionalText(12);
+    a.needsGpu = st->integer(13) != 0;
     out.push_back(std::move(a));
   }
   return out;
@@ -514,6 +528,241 @@ Result<StoreCounts> Store::counts() {
     addToCounts(c.attempts, att->text(0), att->integer(1));
   }
   return c;
+}
+
+// --- The attempt executor's writes --------------------------------------------------------
+
+Result<EventRecord> Store::attemptStateEvent(const AttemptRecord& a, const std::string& state, const json& extra) {
+  json data = {{"state", state}, {"task", a.taskId}, {"attempt_index", a.attemptIndex}};
+  for (auto& [k, v] : extra.items()) data[k] = v;
+  return insertEvent(a.runId, a.id, "attempt.state", data);
+}
+
+// A run whose attempts have all ended is done (unless it was cancelled, which already ended it).
+Result<std::vector<EventRecord>> Store::completeRunIfDone(const std::string& runId) {
+  auto run = loadRun(runId);
+  if (!run) return run.error();
+  if (isTerminalRunState(run->state)) return std::vector<EventRecord>{};
+  if (run->counts.queued + run->counts.running > 0) return std::vector<EventRecord>{};
+  const std::string now = nowIso8601();
+  auto up = db_.prepare("UPDATE runs SET state = 'done', updated_at = ?, ended_at = ? WHERE id = ?");
+  if (!up) return up.error();
+  if (auto s = up->bind(1, now).bind(2, now).bind(3, runId).run(); !s) return s.error();
+  auto ev = insertEvent(runId, std::nullopt, "run.state", json{{"state", "done"}, {"previous", run->state}});
+  if (!ev) return ev.error();
+  return std::vector<EventRecord>{*ev};
+}
+
+Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Store::claimNextAttempt(
+    const std::function<bool(const AttemptRecord&)>& eligible) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto queued = queryAttempts(
+      "state = 'queued' AND run_id IN (SELECT id FROM runs WHERE state IN ('queued','running')) ORDER BY id", "");
+  if (!queued) return queued.error();
+  for (AttemptRecord& a : *queued) {
+    if (!eligible(a)) continue;
+    const std::string now = nowIso8601();
+    auto up = db_.prepare("UPDATE attempts SET state = 'running', started_at = ?, error = NULL WHERE id = ?");
+    if (!up) return up.error();
+    if (auto s = up->bind(1, now).bind(2, a.id).run(); !s) return s.error();
+    std::vector<EventRecord> events;
+    auto run = loadRun(a.runId);
+    if (!run) return run.error();
+    if (run->state == "queued") {
+      auto r = db_.prepare("UPDATE runs SET state = 'running', updated_at = ? WHERE id = ?");
+      if (!r) return r.error();
+      if (auto s = r->bind(1, now).bind(2, a.runId).run(); !s) return s.error();
+      auto ev = insertEvent(a.runId, std::nullopt, "run.state", json{{"state", "running"}, {"previous", "queued"}});
+      if (!ev) return ev.error();
+      events.push_back(*ev);
+    }
+    auto ev = attemptStateEvent(a, "running", json::object());
+    if (!ev) return ev.error();
+    events.push_back(*ev);
+    if (auto s = tx->commit(); !s) return s.error();
+    a.state = "running";
+    a.startedAt = now;
+    return std::make_pair(std::optional<AttemptRecord>(a), events);
+  }
+  return std::make_pair(std::optional<AttemptRecord>(), std::vector<EventRecord>{});
+}
+
+Result<AttemptRecord> Store::getAttempt(std::int64_t attemptId) {
+  std::lock_guard lock(mutex_);
+  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  if (!found) return found.error();
+  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
+  return found->front();
+}
+
+Result<RunChange> Store::setAttemptStage(std::int64_t attemptId, const std::string& stage) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  if (!found) return found.error();
+  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
+  auto up = db_.prepare("UPDATE attempts SET stage = ? WHERE id = ?");
+  if (!up) return up.error();
+  if (auto s = up->bind(1, stage).bind(2, attemptId).run(); !s) return s.error();
+  const AttemptRecord& a = found->front();
+  auto ev = insertEvent(a.runId, a.id, "attempt.stage", json{{"stage", stage}, {"task", a.taskId}});
+  if (!ev) return ev.error();
+  auto run = loadRun(a.runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), {*ev}};
+}
+
+Result<RunChange> Store::setAttemptSnapshot(std::int64_t attemptId, const std::string& sha256) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  if (!found) return found.error();
+  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
+  auto up = db_.prepare("UPDATE attempts SET snapshot_sha256 = ? WHERE id = ?");
+  if (!up) return up.error();
+  if (auto s = up->bind(1, sha256).bind(2, attemptId).run(); !s) return s.error();
+  const AttemptRecord& a = found->front();
+  auto ev = insertEvent(a.runId, a.id, "attempt.snapshot", json{{"snapshot", sha256}, {"task", a.taskId}});
+  if (!ev) return ev.error();
+  auto run = loadRun(a.runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), {*ev}};
+}
+
+Result<RunChange> Store::finishAttempt(std::int64_t attemptId, const std::string& state,
+                                       const std::optional<json>& result, const std::optional<std::string>& error) {
+  if (state != "scored" && state != "failed" && state != "cancelled")
+    return Error{"an attempt cannot finish as \"" + state + "\"", protocol::kInvalidParams};
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  if (!found) return found.error();
+  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
+  const AttemptRecord& a = found->front();
+  std::vector<EventRecord> events;
+  if (a.state == "running") {
+    const std::string now = nowIso8601();
+    auto up = db_.prepare("UPDATE attempts SET state = ?, result = ?, error = ?, ended_at = ? WHERE id = ?");
+    if (!up) return up.error();
+    std::optional<std::string> resultText;
+    if (result) resultText = dumpJson(*result);
+    if (auto s = up->bind(1, state).bind(2, resultText).bind(3, error).bind(4, now).bind(5, attemptId).run(); !s)
+      return s.error();
+    json extra = json::object();
+    if (error) extra["error"] = *error;
+    if (result && result->is_object()) {
+      for (const char* k : {"compiled", "correct", "speedup", "held_out_correct", "held_out_speedup", "score", "failure"})
+        if (result->contains(k)) extra[k] = (*result)[k];
+    }
+    auto ev = attemptStateEvent(a, state, extra);
+    if (!ev) return ev.error();
+    events.push_back(*ev);
+    auto done = completeRunIfDone(a.runId);
+    if (!done) return done.error();
+    events.insert(events.end(), done->begin(), done->end());
+  }
+  auto run = loadRun(a.runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), events};
+}
+
+Result<RunChange> Store::requeueAttempt(std::int64_t attemptId, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  if (!found) return found.error();
+  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
+  const AttemptRecord& a = found->front();
+  std::vector<EventRecord> events;
+  if (a.state == "running") {
+    auto up = db_.prepare("UPDATE attempts SET state = 'queued', stage = NULL, started_at = NULL WHERE id = ?");
+    if (!up) return up.error();
+    if (auto s = up->bind(1, attemptId).run(); !s) return s.error();
+    auto ev = attemptStateEvent(a, "queued", json{{"reason", why}});
+    if (!ev) return ev.error();
+    events.push_back(*ev);
+  }
+  auto run = loadRun(a.runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), events};
+}
+
+Result<std::vector<EventRecord>> Store::recoverAttempts(bool requeue) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto running = queryAttempts("state = 'running' ORDER BY id", "");
+  if (!running) return running.error();
+  std::vector<EventRecord> events;
+  const std::string now = nowIso8601();
+  std::set<std::string> runs;
+  for (const AttemptRecord& a : *running) {
+    runs.insert(a.runId);
+    std::string state;
+    json extra = json::object();
+    if (a.snapshotSha256) {
+      // The agent's work is safe in the snapshot: score it (again) from there, never re-run it.
+      state = "queued";
+      extra["reason"] = "the daemon restarted while scoring; it is scored from snapshot " + *a.snapshotSha256;
+    } else {
+      auto mark = db_.prepare("UPDATE attempts SET state = 'interrupted', ended_at = ? WHERE id = ?");
+      if (!mark) return mark.error();
+      if (auto s = mark->bind(1, now).bind(2, a.id).run(); !s) return s.error();
+      auto ev = attemptStateEvent(a, "interrupted", json{{"reason", "the daemon restarted during stage " +
+                                                                         a.stage.value_or("prepare")}});
+      if (!ev) return ev.error();
+      events.push_back(*ev);
+      if (!requeue) continue;
+      state = "queued";
+      extra["reason"] = "re-queued after the interruption";
+    }
+    auto up = db_.prepare(
+        "UPDATE attempts SET state = 'queued', stage = NULL, started_at = NULL, ended_at = NULL WHERE id = ?");
+    if (!up) return up.error();
+    if (auto s = up->bind(1, a.id).run(); !s) return s.error();
+    auto ev = attemptStateEvent(a, state, extra);
+    if (!ev) return ev.error();
+    events.push_back(*ev);
+  }
+  for (const auto& runId : runs) {
+    auto done = completeRunIfDone(runId);
+    if (!done) return done.error();
+    events.insert(events.end(), done->begin(), done->end());
+  }
+  if (auto s = tx->commit(); !s) return s.error();
+  return events;
+}
+
+Result<std::optional<AttemptRecord>> Store::attemptWithSnapshot(const std::string& sha256) {
+  std::lock_guard lock(mutex_);
+  auto found = queryAttempts("snapshot_sha256 = ? ORDER BY id LIMIT 1", sha256);
+  if (!found) return found.error();
+  if (found->empty()) return std::optional<AttemptRecord>();
+  return std::optional<AttemptRecord>(found->front());
+}
+
+Result<std::set<std::string>> Store::referencedSnapshots() {
+  std::lock_guard lock(mutex_);
+  auto st = db_.prepare("SELECT DISTINCT snapshot_sha256 FROM attempts WHERE snapshot_sha256 IS NOT NULL");
+  if (!st) return st.error();
+  std::set<std::string> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.insert(st->text(0));
+  }
+  return out;
 }
 
 }  // namespace akad

@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +68,7 @@ struct AttemptRecord {
   std::string createdAt;
   std::optional<std::string> startedAt;
   std::optional<std::string> endedAt;
+  bool needsGpu = false;
   nlohmann::json toJson() const;
 };
 
@@ -84,6 +88,11 @@ struct NewRun {
   std::optional<std::string> agentCommand;
   nlohmann::json params = nlohmann::json::object();
   std::vector<std::string> taskIds;  // resolved, one or more
+  // Per task id: the content hash of the version submitted, and whether it needs a GPU.
+  std::map<std::string, std::string> taskHashes;
+  std::set<std::string> tasksNeedingGpu;
+  // A re-score (`akactl reproduce`): every attempt starts with this snapshot, skipping the agent.
+  std::optional<std::string> snapshot;
   std::int64_t attemptsPerTask = 1;
   std::int64_t submitterUid = 0;
   std::int64_t submitterGid = 0;
@@ -127,6 +136,28 @@ class Store {
                                   const std::string& kind, const nlohmann::json& data);
   Result<StoreCounts> counts();
 
+  // --- The attempt executor's writes (store_attempts.cc). Each commits before returning. ---
+  // Takes the oldest queued attempt (of a run not cancelled) that `eligible` accepts, marks it
+  // running (and its run, if queued). nullopt when none is eligible.
+  Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> claimNextAttempt(
+      const std::function<bool(const AttemptRecord&)>& eligible);
+  Result<RunChange> setAttemptStage(std::int64_t attemptId, const std::string& stage);
+  Result<RunChange> setAttemptSnapshot(std::int64_t attemptId, const std::string& sha256);
+  // Ends a running attempt (scored | failed | cancelled); a run whose attempts have all ended
+  // becomes done. An attempt that is no longer running (cancelled meanwhile) is left as it is.
+  Result<RunChange> finishAttempt(std::int64_t attemptId, const std::string& state,
+                                  const std::optional<nlohmann::json>& result,
+                                  const std::optional<std::string>& error);
+  // A running attempt goes back to the queue (daemon shutting down), keeping its snapshot.
+  Result<RunChange> requeueAttempt(std::int64_t attemptId, const std::string& why);
+  // After a restart: attempts left running with a snapshot are queued to be scored from it;
+  // the others are marked interrupted and, if `requeue`, queued to run again.
+  Result<std::vector<EventRecord>> recoverAttempts(bool requeue);
+  Result<AttemptRecord> getAttempt(std::int64_t attemptId);
+  // The first attempt that recorded this snapshot (the original of a re-score).
+  Result<std::optional<AttemptRecord>> attemptWithSnapshot(const std::string& sha256);
+  Result<std::set<std::string>> referencedSnapshots();
+
  private:
   explicit Store(sqlite::Database db) : db_(std::move(db)) {}
   Status migrate();
@@ -134,6 +165,10 @@ class Store {
   Result<EventRecord> insertEvent(const std::string& runId, std::optional<std::int64_t> attemptId,
                                   const std::string& kind, const nlohmann::json& data);
   Result<AttemptCounts> countAttempts(const std::string& runId);
+  Result<std::vector<AttemptRecord>> queryAttempts(const std::string& where, const std::string& bindText);
+  Result<EventRecord> attemptStateEvent(const AttemptRecord& a, const std::string& state,
+                                        const nlohmann::json& extra);
+  Result<std::vector<EventRecord>> completeRunIfDone(const std::string& runId);
 
   std::mutex mutex_;
   sqlite::Database db_;

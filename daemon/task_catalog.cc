@@ -68,4 +68,10 @@ Result<std::vector<std::string>> TaskCatalog::resolve(const std::vector<std::str
   return std::vector<std::string>(chosen.begin(), chosen.end());
 }
 
+Result<Task> TaskCatalog::load(const std::string& id) const {
+  auto t = loadTask(root_ / id);
+  if (!t) return Error{t.error().message, protocol::kInvalidParams};
+  return t;
+}
+
 }  // namespace akad

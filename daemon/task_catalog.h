@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "daemon/pipeline/task.h"
 
 namespace akad {
 
@@ -23,6 +24,9 @@ class TaskCatalog {
   // ("cpu"), a task ("cpu/softmax") or an fnmatch glob over "suite/task" ("cpu/*", "*/gemm*").
   // Every selector must match at least one task, else kNoTasksMatch naming it.
   Result<std::vector<std::string>> resolve(const std::vector<std::string>& selectors) const;
+
+  // Loads and validates one task ("suite/task"); the error names the file and field.
+  Result<Task> load(const std::string& id) const;
 
  private:
   std::filesystem::path root_;

@@ -1,6 +1,5 @@
 #include "daemon/pipeline/task.h"
 
-#include <fnmatch.h>
 #include <sys/stat.h>
 
 #include <unistd.h>
@@ -375,26 +374,6 @@ TaskCatalogScan scanTasks(const fs::path& tasksRoot) {
     else scan.errors.push_back(t.error().message);
   }
   return scan;
-}
-
-Result<std::vector<const Task*>> selectTasks(const std::vector<Task>& tasks,
-                                             const std::vector<std::string>& selectors) {
-  if (selectors.empty()) return Error{"no task selector given (a suite, suite/task, or a glob)"};
-  std::set<std::string> chosen;
-  for (const auto& sel : selectors) {
-    bool matched = false;
-    for (const auto& t : tasks) {
-      if (t.suite == sel || t.id == sel || ::fnmatch(sel.c_str(), t.id.c_str(), 0) == 0) {
-        chosen.insert(t.id);
-        matched = true;
-      }
-    }
-    if (!matched) return Error{"no tasks match '" + sel + "'"};
-  }
-  std::vector<const Task*> out;
-  for (const auto& t : tasks)
-    if (chosen.count(t.id)) out.push_back(&t);
-  return out;
 }
 
 }  // namespace akad

@@ -80,11 +80,6 @@ struct TaskCatalogScan {
 };
 TaskCatalogScan scanTasks(const std::filesystem::path& tasksRoot);
 
-// Selectors: "cpu" (a suite), "cpu/softmax" (a task), or an fnmatch glob over "suite/task".
-// Tasks come back sorted by id, each once. An empty match for any selector is an error.
-Result<std::vector<const Task*>> selectTasks(const std::vector<Task>& tasks,
-                                             const std::vector<std::string>& selectors);
-
 }  // namespace akad
 
 namespace akad {

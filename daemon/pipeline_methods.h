@@ -1,0 +1,9 @@
+#pragma once
+#include "daemon/context.h"
+#include "daemon/methods.h"
+
+namespace akad {
+// The benchmark's methods beyond runs: run.report, run.reproduce, attempt.get, attempt.logs,
+// tasks.list, tasks.validate, agents.list, gpus.list, snapshot.list|show|export|gc.
+void registerPipelineMethods(MethodTable& table, DaemonContext& context);
+}  // namespace akad
