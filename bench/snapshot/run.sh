@@ -14,9 +14,9 @@ GEN=$BUILD/bench/snapshot/snapshot_gen_workspace
 for bin in "$AKACTL" "$GEN"; do
   [[ -x $bin ]] || { echo "missing $bin: cmake --build $BUILD --target akactl snapshot_gen_workspace" >&2; exit 2; }
 done
-WORK=${WORK:-$(mktemp -d /tmp/akasnap-bench-XXXXXX)}
+mkdir -p "${WORK:-/tmp}"
+WORK=$(mktemp -d "${WORK:-/tmp}/akasnap-bench-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK"
 
 echo "generating workspace in $WORK/ws ..."
 CONTENT=$("$GEN" "$WORK/ws")

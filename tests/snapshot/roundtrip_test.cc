@@ -114,6 +114,21 @@ TEST(SnapshotDeterminism, LargeMultiJobArchiveIsStable) {
   EXPECT_EQ(m1->archive_sha256, m2->archive_sha256);
 }
 
+TEST(SnapshotDeterminism, SameBytesForAnyZstdWorkerCount) {
+  // The archive must not depend on the machine's CPU count (zstd's multithreaded layout).
+  TempDir t;
+  for (int i = 0; i < 6; ++i) writeFile(t / (std::string("ws/f") + std::to_string(i)), randomBytes(2 << 20, i) + std::string(2 << 20, 'a'));
+  std::string first;
+  for (const char* workers : {"1", "2", "4"}) {
+    ::setenv("AKAD_SNAPSHOT_ZSTD_WORKERS", workers, 1);
+    auto m = snap::createArchive(t / "ws", t / "s.tar.zst", {}, {});
+    ::unsetenv("AKAD_SNAPSHOT_ZSTD_WORKERS");
+    ASSERT_TRUE(m) << m.error().message;
+    if (first.empty()) first = m->archive_sha256;
+    EXPECT_EQ(m->archive_sha256, first) << workers << " workers";
+  }
+}
+
 TEST(SnapshotCreate, ExcludesAndSkipsSpecialFiles) {
   TempDir t;
   fs::path ws = t / "ws";
