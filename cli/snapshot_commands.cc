@@ -20,6 +20,7 @@ namespace {
 struct CreateArgs {
   std::string dir, output;
   std::vector<std::string> exclude;
+  int level = 3;
   bool json = false;
 };
 struct ExtractArgs {
@@ -42,6 +43,7 @@ int fail(bool json, const std::string& message) {
 int runCreate(const CreateArgs& a) {
   snap::CreateOptions opt;
   opt.exclude = a.exclude;
+  opt.zstd_level = a.level;
   nlohmann::json meta{{"created_at", std::chrono::duration_cast<std::chrono::seconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count()},
@@ -106,6 +108,8 @@ void addSnapshotCommands(CLI::App& app, int& exitCode) {
   create->add_option("-o,--output", c->output, "Archive to write (FILE.tar.zst)")->required();
   create->add_option("--exclude", c->exclude,
                      "Leave out matching entries: 'build/' = directory anywhere, '*.o' = basename glob, 'a/b' = path glob");
+  create->add_option("--zstd-level", c->level, "zstd level (default 3; the archive's bytes depend on it)")
+      ->check(CLI::Range(1, 19));
   create->add_flag("--json", c->json, "Print the result as JSON");
   create->callback([c, &exitCode] { exitCode = runCreate(*c); });
 

@@ -63,6 +63,13 @@ Result<std::unique_ptr<ArchiveReader>> ArchiveReader::open(const std::filesystem
 
 la_ssize_t ArchiveReader::readCallback(archive* a, void* client, const void** buf) {
   auto* r = static_cast<ArchiveReader*>(client);
+  // Checked here as well as per entry: libarchive also consumes data on its own (pax headers,
+  // skipping), and a huge zero-filled pax header must not be decompressed into memory.
+  if (auto s = r->checkRatio(); !s) {
+    r->sourceError_ = s.error();
+    archive_set_error(a, EINVAL, "%s", s.error().message.c_str());
+    return -1;
+  }
   auto chunk = r->source_->next();
   if (!chunk) {
     r->sourceError_ = chunk.error();
@@ -74,7 +81,10 @@ la_ssize_t ArchiveReader::readCallback(archive* a, void* client, const void** bu
 }
 
 Error ArchiveReader::archiveError(const std::string& what) {
-  if (sourceError_) return Error{what + ": " + sourceError_->message, 0};
+  if (sourceError_) {
+    if (sourceError_->message.rfind("archive refused", 0) == 0) return *sourceError_;
+    return Error{what + ": " + sourceError_->message, 0};
+  }
   const char* s = archive_error_string(a_);
   return Error{what + ": " + (s ? s : "unreadable tar data (truncated or corrupt archive)"), 0};
 }
@@ -86,7 +96,7 @@ Error ArchiveReader::refuse(const std::string& path, const std::string& why) {
 Status ArchiveReader::checkRatio() {
   uint64_t out = source_->decompressedProduced();
   uint64_t in = source_->compressedConsumed();
-  if (out > kRatioSlackBytes && static_cast<double>(out) > limits_.max_compression_ratio * static_cast<double>(in))
+  if (compressionRatioExceeded(out, in, limits_))
     return Error{"archive refused: compression ratio above max_compression_ratio (" +
                      std::to_string(static_cast<uint64_t>(limits_.max_compression_ratio)) + "): " +
                      std::to_string(out) + " bytes from " + std::to_string(in) + " compressed bytes (a zstd bomb?)",
@@ -99,7 +109,9 @@ Result<std::optional<CheckedEntry>> ArchiveReader::next() {
   archive_entry* e = nullptr;
   int rc = archive_read_next_header(a_, &e);
   if (rc == ARCHIVE_EOF) return std::optional<CheckedEntry>{};
-  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) return archiveError("cannot read the next archive entry after '" + currentPath_ + "'");
+  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+    return archiveError(currentPath_.empty() ? std::string("cannot read the first archive entry")
+                                             : "cannot read the archive entry after '" + currentPath_ + "'");
   if (auto s = checkRatio(); !s) return s.error();
 
   const char* rawName = archive_entry_pathname(e);

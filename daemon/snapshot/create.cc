@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -219,7 +220,7 @@ Result<Manifest> createArchiveToFd(const std::filesystem::path& dir, int outFd, 
 
   Manifest m;
   m.metadata = metadata.is_null() ? nlohmann::json::object() : metadata;
-  ZstdFileSink sink(outFd);
+  ZstdFileSink sink(outFd, options.zstd_level);
   WriteTarget target{&sink, {}, false};
   std::unique_ptr<archive, ArchiveDeleter> a(archive_write_new());
   if (!a) return Error{"cannot allocate a libarchive writer", 0};
@@ -243,8 +244,7 @@ Result<Manifest> createArchiveToFd(const std::filesystem::path& dir, int outFd, 
   // The extractor refuses archives above the ratio limit; refuse them here too, so a snapshot
   // we store can always be opened under the same limits.
   uint64_t tarBytes = sink.inputBytes();
-  if (tarBytes > kRatioSlackBytes &&
-      static_cast<double>(tarBytes) > options.limits.max_compression_ratio * static_cast<double>(sink.outputBytes()))
+  if (compressionRatioExceeded(tarBytes, sink.outputBytes(), options.limits))
     return Error{"workspace compresses beyond max_compression_ratio (" +
                      std::to_string(options.limits.max_compression_ratio) + "): " + std::to_string(tarBytes) +
                      " tar bytes into " + std::to_string(sink.outputBytes()),
@@ -256,18 +256,20 @@ Result<Manifest> createArchiveToFd(const std::filesystem::path& dir, int outFd, 
 
 Result<Manifest> createArchive(const std::filesystem::path& dir, const std::filesystem::path& archivePath,
                                const CreateOptions& options, const nlohmann::json& metadata) {
-  UniqueFd out(::open(archivePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  // Written beside the target and renamed at the end: a failure never destroys an existing file
+  // of that name and never leaves a partial archive under it.
+  std::string tmp = archivePath.string() + ".tmp-XXXXXX";
+  UniqueFd out(::mkostemp(tmp.data(), O_CLOEXEC));
   if (!out.valid()) return errnoError("cannot create archive " + archivePath.string());
+  auto fail = [&](Error e) {
+    ::unlink(tmp.c_str());
+    return e;
+  };
   auto m = createArchiveToFd(dir, out.get(), options, metadata);
-  if (!m) {
-    out.reset();
-    ::unlink(archivePath.c_str());
-    return Error{"cannot snapshot " + dir.string() + ": " + m.error().message, 0};
-  }
-  if (::close(out.release()) != 0) {
-    ::unlink(archivePath.c_str());
-    return errnoError("cannot close archive " + archivePath.string());
-  }
+  if (!m) return fail(Error{"cannot snapshot " + dir.string() + ": " + m.error().message, 0});
+  if (::fchmod(out.get(), 0644) != 0) return fail(errnoError("cannot chmod " + tmp));
+  if (::close(out.release()) != 0) return fail(errnoError("cannot close archive " + tmp));
+  if (::rename(tmp.c_str(), archivePath.c_str()) != 0) return fail(errnoError("cannot rename " + tmp + " to " + archivePath.string()));
   return m;
 }
 

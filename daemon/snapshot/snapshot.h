@@ -20,14 +20,18 @@ struct Limits {
   uint64_t max_files = 200000;             // entries of any type
   size_t max_path_bytes = 4096;            // relative path of one entry
   uint64_t max_file_bytes = 2ull << 30;    // one regular file
-  // Uncompressed tar bytes per compressed byte read so far; checked only past
-  // kRatioSlackBytes so that a small, very regular workspace is not refused.
+  // Refused once uncompressed tar bytes > kRatioSlackBytes + ratio * compressed bytes read so
+  // far (the slack keeps a small, very regular workspace from being refused).
   double max_compression_ratio = 1000.0;
   uint32_t max_depth = 256;                // path components of one entry
 };
 
-// Below this many uncompressed bytes the compression-ratio limit is not applied.
 inline constexpr uint64_t kRatioSlackBytes = 64ull << 20;
+
+inline bool compressionRatioExceeded(uint64_t uncompressed, uint64_t compressed, const Limits& limits) {
+  return static_cast<double>(uncompressed) >
+         static_cast<double>(kRatioSlackBytes) + limits.max_compression_ratio * static_cast<double>(compressed);
+}
 
 struct CreateOptions {
   Limits limits;
@@ -35,6 +39,8 @@ struct CreateOptions {
   // "*.o"     : basename glob, any entry type
   // "a/b/c"   : a pattern with an inner '/' matches the whole relative path (fnmatch FNM_PATHNAME)
   std::vector<std::string> exclude;
+  // Part of the archive's identity: the same tree at another level gives other bytes.
+  int zstd_level = 3;
 };
 
 struct ManifestEntry {

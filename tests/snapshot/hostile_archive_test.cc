@@ -161,6 +161,12 @@ TEST(SnapshotHostileArchive, LargePartialWriteIsRemovedOnRefusal) {
   expectRefused(bytes, "Truncated tar archive", limits);
 }
 
+TEST(SnapshotHostileArchive, HugePathInPaxHeader) {
+  // A 32 MiB path travels in a pax extended header that libarchive must buffer.
+  // libarchive refuses it itself, before we see the path.
+  expectRefused(archiveOf({file(std::string(32 << 20, 'p'))}), "header too large");
+}
+
 TEST(SnapshotHostileArchive, TruncatedArchive) {
   TempDir t;
   writeFile(t / "ws/a.bin", randomBytes(1 << 20, 7));

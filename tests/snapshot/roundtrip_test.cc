@@ -175,6 +175,29 @@ TEST(SnapshotCreate, LimitsNameTheLimitAndRemoveThePartialArchive) {
   }
 }
 
+TEST(SnapshotCreate, FailureKeepsAnExistingArchiveAndLeavesNoTemporary) {
+  TempDir t;
+  writeFile(t / "ws/a", "a");
+  writeFile(t / "out/s.tar.zst", "previous");
+  snap::CreateOptions opt;
+  opt.limits.max_files = 0;
+  ASSERT_FALSE(snap::createArchive(t / "ws", t / "out/s.tar.zst", opt, {}));
+  EXPECT_EQ(readFile(t / "out/s.tar.zst"), "previous");
+  EXPECT_EQ(listNames(t / "out"), std::vector<std::string>{"s.tar.zst"});
+}
+
+TEST(SnapshotCreate, ZstdLevelChangesBytesNotContent) {
+  TempDir t;
+  writeFile(t / "ws/a", std::string(100000, 'a') + randomBytes(1000, 3));
+  snap::CreateOptions l1;
+  l1.zstd_level = 1;
+  auto m1 = snap::createArchive(t / "ws", t / "1.tar.zst", l1, {});
+  auto m3 = snap::createArchive(t / "ws", t / "3.tar.zst", {}, {});
+  ASSERT_TRUE(m1 && m3);
+  EXPECT_NE(m1->archive_sha256, m3->archive_sha256);
+  EXPECT_EQ(m1->entries[0].sha256, m3->entries[0].sha256);
+}
+
 TEST(SnapshotCreate, ArchiveWrittenInsideTheWorkspaceIsNotArchived) {
   TempDir t;
   writeFile(t / "ws/a", "a");
