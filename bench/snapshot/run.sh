@@ -35,14 +35,16 @@ time_cmd() {
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{ if (NR%2) print v[(NR+1)/2]; else printf "%.4f\n", (v[NR/2]+v[NR/2+1])/2 }'; }
 
 aka_create() { "$AKACTL" snapshot create "$WORK/ws" -o "$WORK/aka.tar.zst" >/dev/null; }
+aka_create2() { "$AKACTL" snapshot create "$WORK/ws" -o "$WORK/aka2.tar.zst" --zstd-level 2 >/dev/null; }
 tar_create() { tar -c --sort=name -C "$WORK/ws" . | zstd -3 -q -f -o "$WORK/tar.tar.zst"; }
 
 # Warm the page cache once for both, then alternate so that drift hits both equally.
-aka_create; tar_create
-AC=(); TC=(); AX=(); TX=()
+aka_create; tar_create; aka_create2
+AC=(); TC=(); AC2=(); AX=(); TX=()
 for ((i = 0; i < RUNS; i++)); do
   time_cmd AC aka_create
   time_cmd TC tar_create
+  time_cmd AC2 aka_create2
 done
 
 for ((i = 0; i < RUNS; i++)); do
@@ -53,19 +55,23 @@ for ((i = 0; i < RUNS; i++)); do
 done >/dev/null
 diff -r "$WORK/ws" "$WORK/x-aka" >/dev/null || { echo "extracted tree differs from the workspace!" >&2; exit 1; }
 
+ac2=$(median "${AC2[@]}"); asz2=$(stat -c %s "$WORK/aka2.tar.zst")
 ac=$(median "${AC[@]}"); tc=$(median "${TC[@]}"); ax=$(median "${AX[@]}"); tx=$(median "${TX[@]}")
 asz=$(stat -c %s "$WORK/aka.tar.zst"); tsz=$(stat -c %s "$WORK/tar.tar.zst")
-awk -v C="$CONTENT" -v ac="$ac" -v tc="$tc" -v ax="$ax" -v tx="$tx" -v asz="$asz" -v tsz="$tsz" -v runs="$RUNS" 'BEGIN {
+awk -v C="$CONTENT" -v ac2="$ac2" -v asz2="$asz2" -v ac="$ac" -v tc="$tc" -v ax="$ax" -v tx="$tx" -v asz="$asz" -v tsz="$tsz" -v runs="$RUNS" 'BEGIN {
   mib = C / 1048576
   printf "\n%-28s %10s %10s %12s\n", "median of " runs " runs", "wall s", "MiB/s", "ratio"
   printf "%-28s %10.3f %10.1f %12.3f\n", "akactl snapshot create", ac, mib/ac, C/asz
   printf "%-28s %10.3f %10.1f %12.3f\n", "tar --sort=name | zstd -3", tc, mib/tc, C/tsz
+  printf "%-28s %10.3f %10.1f %12.3f\n", "akactl create --zstd-level 2", ac2, mib/ac2, C/asz2
   printf "%-28s %10.3f %10.1f\n", "akactl snapshot extract", ax, mib/ax
   printf "%-28s %10.3f %10.1f\n", "zstd -d | tar -x", tx, mib/tx
   printf "\ncreate  time akactl/tar+zstd: %.2fx (target <= 1.00x); size akactl/tar+zstd: %.4fx\n", ac/tc, asz/tsz
+  printf "create  time akactl(level 2)/tar+zstd: %.2fx; size: %.4fx\n", ac2/tc, asz2/tsz
   printf "extract time akactl/zstd|tar: %.2fx (target <= 1.00x)\n", ax/tx
 }'
 echo "raw create  akactl: ${AC[*]}"
 echo "raw create  tar:    ${TC[*]}"
+echo "raw create  aka L2: ${AC2[*]}"
 echo "raw extract akactl: ${AX[*]}"
 echo "raw extract tar:    ${TX[*]}"
