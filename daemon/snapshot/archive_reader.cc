@@ -105,6 +105,15 @@ Status ArchiveReader::checkRatio() {
 }
 
 Result<std::optional<CheckedEntry>> ArchiveReader::next() {
+  // A loop, not recursion: an archive of 200 000 "./" entries must not exhaust the stack.
+  for (;;) {
+    bool skip = false;
+    auto r = readEntry(skip);
+    if (!r || !skip) return r;
+  }
+}
+
+Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
   if (auto s = checkRatio(); !s) return s.error();
   archive_entry* e = nullptr;
   int rc = archive_read_next_header(a_, &e);
@@ -147,7 +156,10 @@ Result<std::optional<CheckedEntry>> ArchiveReader::next() {
   }
   if (c.components.empty()) {
     // "./" as written by `tar -C dir .`: the root itself, nothing to create.
-    if (c.type == EntryType::Dir) return next();
+    if (c.type == EntryType::Dir) {
+      skip = true;
+      return std::optional<CheckedEntry>{};
+    }
     return refuse(raw, "path names the archive root");
   }
   if (c.components.size() > limits_.max_depth)

@@ -57,6 +57,7 @@ class ArchiveReader {
 
  private:
   ArchiveReader(UniqueFd fd, const Limits& limits, bool hashCompressed);
+  Result<std::optional<CheckedEntry>> readEntry(bool& skip);
   static la_ssize_t readCallback(archive*, void* client, const void** buf);
   Error archiveError(const std::string& what);
   Status checkRatio();

@@ -17,7 +17,7 @@ Error zstdError(const std::string& what, size_t code) {
 }  // namespace
 
 int ZstdFileSink::workerCount() {
-  if (const char* env = std::getenv("AKAD_SNAPSHOT_ZSTD_WORKERS")) return std::clamp(std::atoi(env), 0, 64);
+  if (const char* env = std::getenv("AKAD_SNAPSHOT_ZSTD_WORKERS")) return std::clamp(std::atoi(env), 1, 64);
   unsigned hw = std::thread::hardware_concurrency();
   return static_cast<int>(std::clamp(hw, 1u, 8u));
 }

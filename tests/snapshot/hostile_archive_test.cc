@@ -120,6 +120,16 @@ TEST(SnapshotHostileArchive, TenThousandDeepDirectories) {
   expectRefused(archiveOf(levels), "depth 257 above max_depth (256)");
 }
 
+TEST(SnapshotHostileArchive, ManyRootEntriesDoNotExhaustTheStack) {
+  std::vector<TarEntry> roots(100000, TarEntry{"./", AE_IFDIR, 0755});
+  roots.push_back(file("a"));
+  TempDir t;
+  writeFile(t / "a.tar.zst", archiveOf(roots));
+  auto s = snap::extractArchive(t / "a.tar.zst", t / "out", {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(listNames(t / "out"), std::vector<std::string>{"a"});
+}
+
 TEST(SnapshotHostileArchive, TooManyEntries) {
   std::vector<TarEntry> many;
   for (int i = 0; i < 50; ++i) many.push_back(file(std::string("f") + std::to_string(i)));
