@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "daemon/snapshot/path_text.h"
+
 namespace akad::snapshot {
 
 std::string symlinkTargetProblem(const std::vector<std::string>& components, const std::string& target) {
@@ -90,7 +92,7 @@ Error ArchiveReader::archiveError(const std::string& what) {
 }
 
 Error ArchiveReader::refuse(const std::string& path, const std::string& why) {
-  return Error{"archive refused: entry '" + path + "': " + why, 0};
+  return Error{"archive refused: entry '" + displayPath(path) + "': " + why, 0};
 }
 
 Status ArchiveReader::checkRatio() {
@@ -123,7 +125,9 @@ Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
                                              : "cannot read the archive entry after '" + currentPath_ + "'");
   if (auto s = checkRatio(); !s) return s.error();
 
-  const char* rawName = archive_entry_pathname(e);
+  // UTF-8 accessors: independent of the process locale (the writer side uses them too).
+  const char* rawName = archive_entry_pathname_utf8(e);
+  if (rawName == nullptr) rawName = archive_entry_pathname(e);
   std::string raw = rawName ? rawName : "";
   if (++entries_ > limits_.max_files)
     return refuse(raw, "more than max_files (" + std::to_string(limits_.max_files) + ") entries");
@@ -132,7 +136,11 @@ Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
     return refuse(raw.substr(0, 64) + "...", "path is " + std::to_string(raw.size()) + " bytes, above max_path_bytes (" +
                                                  std::to_string(limits_.max_path_bytes) + ")");
   if (raw.front() == '/') return refuse(raw, "absolute path");
-  if (archive_entry_hardlink(e) != nullptr) return refuse(raw, "hardlinks are not allowed (to '" + std::string(archive_entry_hardlink(e)) + "')");
+  if (!isValidUtf8(raw)) return refuse(raw, "path is not valid UTF-8");
+  if (archive_entry_hardlink(e) != nullptr || archive_entry_hardlink_utf8(e) != nullptr) {
+    const char* to = archive_entry_hardlink_utf8(e) ? archive_entry_hardlink_utf8(e) : archive_entry_hardlink(e);
+    return refuse(raw, "hardlinks are not allowed (to '" + displayPath(to) + "')");
+  }
 
   CheckedEntry c;
   size_t start = 0;
@@ -182,10 +190,12 @@ Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
     if (declaredBytes_ > limits_.max_total_bytes)
       return refuse(c.path, "archive content above max_total_bytes (" + std::to_string(limits_.max_total_bytes) + ")");
   } else if (c.type == EntryType::Symlink) {
-    const char* t = archive_entry_symlink(e);
+    const char* t = archive_entry_symlink_utf8(e);
+    if (t == nullptr) t = archive_entry_symlink(e);
     c.linkTarget = t ? t : "";
+    if (!isValidUtf8(c.linkTarget)) return refuse(c.path, "symlink target is not valid UTF-8");
     if (c.linkTarget.size() > limits_.max_path_bytes) return refuse(c.path, "symlink target above max_path_bytes");
-    if (auto p = symlinkTargetProblem(c.components, c.linkTarget); !p.empty()) return refuse(c.path, p);
+    if (auto p = symlinkTargetProblem(c.components, c.linkTarget); !p.empty()) return refuse(c.path, displayPath(p));
   }
 
   // Parents must be directories (explicit or implied); a parent that is a file or a symlink

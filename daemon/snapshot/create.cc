@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "daemon/snapshot/create_internal.h"
+#include "daemon/snapshot/path_text.h"
 #include "daemon/snapshot/snapshot.h"
 #include "daemon/snapshot/zstd_stream.h"
 
@@ -46,6 +48,26 @@ namespace {
 struct ArchiveDeleter {
   void operator()(archive* a) const { archive_write_free(a); }
 };
+class ScopedUtf8Locale {
+ public:
+  ScopedUtf8Locale() : loc_(::newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr))) {
+    if (loc_ != static_cast<locale_t>(nullptr)) old_ = ::uselocale(loc_);
+  }
+  ~ScopedUtf8Locale() {
+    if (loc_ != static_cast<locale_t>(nullptr)) {
+      ::uselocale(old_);
+      ::freelocale(loc_);
+    }
+  }
+  ScopedUtf8Locale(const ScopedUtf8Locale&) = delete;
+  ScopedUtf8Locale& operator=(const ScopedUtf8Locale&) = delete;
+  bool ok() const { return loc_ != static_cast<locale_t>(nullptr); }
+
+ private:
+  locale_t loc_;
+  locale_t old_ = static_cast<locale_t>(nullptr);
+};
+
 struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
 };
@@ -98,6 +120,7 @@ class TreeWriter {
 Status TreeWriter::writeHeader(const std::string& rel, mode_t type, mode_t perm, uint64_t size,
                                const std::string& link) {
   std::unique_ptr<archive_entry, decltype(&archive_entry_free)> e(archive_entry_new(), archive_entry_free);
+  // The _utf8 setters: names go into pax headers as UTF-8 whatever the process locale is.
   archive_entry_set_pathname(e.get(), rel.c_str());
   archive_entry_set_filetype(e.get(), type);
   archive_entry_set_perm(e.get(), perm);
@@ -170,6 +193,10 @@ Status TreeWriter::walk(int dirfd, const std::string& rel, uint32_t depth) {
     struct stat st;
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errnoError("cannot stat '" + path + "'");
     bool isDir = S_ISDIR(st.st_mode);
+    if (!isValidUtf8(name)) {
+      m_.skipped.push_back(displayPath(path) + ": name is not valid UTF-8, not archived");
+      continue;
+    }
     if (st.st_ino == out_.st_ino && st.st_dev == out_.st_dev) {
       m_.skipped.push_back(path + ": the archive being written");
       continue;
@@ -198,6 +225,10 @@ Status TreeWriter::walk(int dirfd, const std::string& rel, uint32_t depth) {
       if (static_cast<size_t>(n) >= target.size())
         return Error{"symlink '" + path + "' changed while the workspace was being snapshotted", 0};
       target.resize(static_cast<size_t>(n));
+      if (!isValidUtf8(target)) {
+        m_.skipped.push_back(path + ": symlink target is not valid UTF-8, not archived");
+        continue;
+      }
       if (auto s = writeHeader(path, AE_IFLNK, 0777, 0, target); !s) return s;
       m_.entries.push_back(ManifestEntry{path, "symlink", target, "", 0, 0777});
     } else {
@@ -222,6 +253,11 @@ Result<Manifest> createArchiveToFd(const std::filesystem::path& dir, int outFd, 
   m.metadata = metadata.is_null() ? nlohmann::json::object() : metadata;
   ZstdFileSink sink(outFd, options.zstd_level);
   WriteTarget target{&sink, {}, false};
+  // libarchive converts names from the locale's charset to UTF-8 for pax headers; in the C
+  // locale it cannot convert non-ASCII names at all (and 3.6 crashes on the _utf8 setters). Names
+  // are checked to be UTF-8, so this thread uses a UTF-8 locale while it writes the archive.
+  ScopedUtf8Locale utf8Locale;
+  if (!utf8Locale.ok()) return errnoError("cannot create the C.UTF-8 locale for archive names");
   std::unique_ptr<archive, ArchiveDeleter> a(archive_write_new());
   if (!a) return Error{"cannot allocate a libarchive writer", 0};
   // pax_restricted writes plain ustar headers and adds pax extended headers only when a field

@@ -147,7 +147,7 @@ Result<Manifest> SnapshotStore::add(const fs::path& workspace, const CreateOptio
   if (!haveArchive || ::access(manifestPath(h).c_str(), F_OK) != 0) {
     TempFile manifestTmp;
     if (auto s = manifestTmp.create(root_ / "tmp", ".json"); !s) return s.error();
-    if (auto s = writeAll(manifestTmp.fd(), m->toJson().dump(1) + "\n", manifestTmp.path()); !s) return s.error();
+    if (auto s = writeAll(manifestTmp.fd(), m->toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", manifestTmp.path()); !s) return s.error();
     if (auto s = manifestTmp.syncAndClose(); !s) return s.error();
     if (auto s = manifestTmp.renameTo(manifestPath(h)); !s) return s.error();
   }

@@ -89,6 +89,10 @@ TEST(SnapshotHostileArchive, HardlinkToEtcPasswd) {
   expectRefused(archiveOf({file("a"), inTree}), "hardlinks are not allowed");
 }
 
+TEST(SnapshotHostileArchive, NonUtf8Names) {
+  expectRefused(archiveOf({file("bad\xff")}), "not valid UTF-8");
+}
+
 TEST(SnapshotHostileArchive, DeviceNodesAndFifos) {
   TarEntry dev{"null", AE_IFCHR, 0666, ""};
   dev.rdev = makedev(1, 3);

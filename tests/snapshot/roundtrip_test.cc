@@ -198,6 +198,23 @@ TEST(SnapshotCreate, ZstdLevelChangesBytesNotContent) {
   EXPECT_EQ(m1->entries[0].sha256, m3->entries[0].sha256);
 }
 
+TEST(SnapshotCreate, Utf8NamesRoundTripAndInvalidNamesAreSkipped) {
+  TempDir t;
+  writeFile(t / "ws/caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac.cu", "utf8");
+  fs::create_symlink("caf\xc3\xa9", t / "ws/l\xc3\xa9");
+  writeFile(t / "ws/bad\xff", "latin1 name");
+  auto m = snap::createArchive(t / "ws", t / "s.tar.zst", {}, {});
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_EQ(m->skipped.size(), 1u);
+  EXPECT_EQ(m->skipped[0], "bad\\xff: name is not valid UTF-8, not archived");
+  std::ofstream(t / "s.json") << m->toJson().dump();
+  auto v = snap::verifyArchive(t / "s.tar.zst", t / "s.json");
+  ASSERT_TRUE(v) << v.error().message;
+  ASSERT_TRUE(snap::extractArchive(t / "s.tar.zst", t / "out", {}));
+  fs::remove(t / "ws/bad\xff");
+  EXPECT_EQ(describeTree(t / "out"), describeTree(t / "ws"));
+}
+
 TEST(SnapshotCreate, ArchiveWrittenInsideTheWorkspaceIsNotArchived) {
   TempDir t;
   writeFile(t / "ws/a", "a");

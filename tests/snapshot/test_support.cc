@@ -93,6 +93,10 @@ std::string tarBytes(const std::vector<TarEntry>& entries, bool headerOnly) {
   std::string out;
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
+  bool nonAscii = false;
+  for (const auto& t : entries)
+    for (char c : t.path) nonAscii |= static_cast<unsigned char>(c) >= 0x80;
+  if (nonAscii) archive_write_set_options(a, "hdrcharset=BINARY");  // raw bytes, even invalid UTF-8
   archive_write_set_bytes_per_block(a, 0);
   archive_write_open2(a, &out, nullptr, appendToString, nullptr, nullptr);
   for (const auto& t : entries) {
