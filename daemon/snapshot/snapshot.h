@@ -82,7 +82,9 @@ Status extractArchive(const std::filesystem::path& archive, const std::filesyste
 
 // Hashes `archive`, compares it with the manifest's archive_sha256/size, and checks that the
 // archive decodes to exactly the manifest's entries (paths, types, sizes, modes, content hashes).
-Result<Manifest> verifyArchive(const std::filesystem::path& archive, const std::filesystem::path& manifest);
+// Decoding is held to `limits` like extraction (pass the limits the archive was created under).
+Result<Manifest> verifyArchive(const std::filesystem::path& archive, const std::filesystem::path& manifest,
+                               const Limits& limits = {});
 
 // Reads a manifest file.
 Result<Manifest> readManifest(const std::filesystem::path& path);

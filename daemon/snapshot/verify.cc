@@ -27,7 +27,8 @@ const char* typeString(EntryType t) {
 }
 }  // namespace
 
-Result<Manifest> verifyArchive(const std::filesystem::path& archive, const std::filesystem::path& manifestPath) {
+Result<Manifest> verifyArchive(const std::filesystem::path& archive, const std::filesystem::path& manifestPath,
+                               const Limits& limits) {
   auto m = readManifest(manifestPath);
   if (!m) return m.error();
   std::error_code ec;
@@ -38,7 +39,7 @@ Result<Manifest> verifyArchive(const std::filesystem::path& archive, const std::
                      std::to_string(m->archive_size),
                  0};
 
-  auto reader = ArchiveReader::open(archive, Limits{}, /*hashCompressed=*/true);
+  auto reader = ArchiveReader::open(archive, limits, /*hashCompressed=*/true);
   if (!reader) return reader.error();
   auto mismatch = [&](const std::string& why) {
     return Error{"archive " + archive.string() + " does not match manifest " + manifestPath.string() + ": " + why, 0};
