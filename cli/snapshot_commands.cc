@@ -34,7 +34,7 @@ struct VerifyArgs {
 
 int fail(bool json, const std::string& message) {
   if (json)
-    std::cout << nlohmann::json{{"ok", false}, {"error", message}}.dump() << "\n";
+    std::cout << nlohmann::json{{"ok", false}, {"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
     std::cerr << "akactl: " << message << "\n";
   return 1;
@@ -53,7 +53,7 @@ int runCreate(const CreateArgs& a) {
   std::filesystem::path manifestPath = snap::manifestPathFor(a.output);
   {
     std::ofstream out(manifestPath);
-    out << m->toJson().dump(1) << "\n";
+    out << m->toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out.flush()) {
       std::filesystem::remove(a.output);
       return fail(a.json, "cannot write manifest " + manifestPath.string());
@@ -64,7 +64,7 @@ int runCreate(const CreateArgs& a) {
     j["ok"] = true;
     j["archive"] = a.output;
     j["manifest"] = manifestPath.string();
-    std::cout << j.dump() << "\n";
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (const auto& s : m->skipped) std::cerr << "skipped " << s << "\n";
     std::cout << m->archive_sha256 << "  " << a.output << "\n";
@@ -75,7 +75,7 @@ int runCreate(const CreateArgs& a) {
 int runExtract(const ExtractArgs& a) {
   if (auto s = snap::extractArchive(a.archive, a.dir, snap::Limits{}); !s) return fail(a.json, s.error().message);
   if (a.json)
-    std::cout << nlohmann::json{{"ok", true}, {"archive", a.archive}, {"dir", a.dir}}.dump() << "\n";
+    std::cout << nlohmann::json{{"ok", true}, {"archive", a.archive}, {"dir", a.dir}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
     std::cout << "extracted " << a.archive << " into " << a.dir << "\n";
   return 0;
@@ -88,7 +88,7 @@ int runVerify(const VerifyArgs& a) {
   if (a.json) {
     auto j = snap::describe(*m);
     j["ok"] = true;
-    std::cout << j.dump() << "\n";
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "ok " << m->archive_sha256 << "  " << a.archive << " (" << m->entries.size() << " entries)\n";
   }
