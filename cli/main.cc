@@ -9,7 +9,9 @@
 #include "akad/version.h"
 #include "cli/daemon_commands.h"
 #include "cli/options.h"
+#include "cli/pipeline_commands.h"
 #include "cli/run_commands.h"
+#include "cli/snapshot_commands.h"
 
 int main(int argc, char** argv) {
   using namespace akad::cli;
@@ -28,6 +30,8 @@ int main(int argc, char** argv) {
   int exitCode = kExitOk;
   addDaemonCommands(app, exitCode);
   addRunCommands(app, exitCode);
+  akactl::addSnapshotCommands(app, exitCode);
+  addPipelineCommands(app, exitCode);
 
   try {
     app.parse(argc, argv);

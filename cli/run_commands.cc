@@ -7,6 +7,10 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "cli/pipeline_commands.h"
+
+#include <unistd.h>
+#include <cstdlib>
 #include "common/protocol.h"
 
 namespace akad::cli {
@@ -22,7 +26,11 @@ struct SubmitArgs {
   int attempts = 1;
   std::string label;
   std::vector<std::string> options;
+  std::vector<std::string> passEnv;
+  std::string gpuModel;
+  double agentTimeLimit = 0;
   bool watch = false;
+  bool wait = false;
 };
 
 std::string str(const json& j, const char* key) {
@@ -62,6 +70,14 @@ int runSubmit(const SubmitArgs& a) {
     json parsed = json::parse(value, nullptr, false);
     options[kv.substr(0, eq)] = parsed.is_discarded() ? json(value) : parsed;
   }
+  // Credentials go from the user's environment to the daemon's memory, never to its store.
+  for (const std::string& name : a.passEnv) {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return usageError("--pass-env " + name + ": the variable is not set in this environment");
+    options["credentials"][name] = v;
+  }
+  if (!a.gpuModel.empty()) options["gpu_model"] = a.gpuModel;
+  if (a.agentTimeLimit > 0) options["agent_time_limit_s"] = a.agentTimeLimit;
   json params{{"tasks", a.tasks}, {"attempts", a.attempts}, {"options", options}};
   if (!a.agent.empty()) params["agent"] = a.agent;
   if (!a.agentCommand.empty()) params["agent_command"] = a.agentCommand;
@@ -77,6 +93,7 @@ int runSubmit(const SubmitArgs& a) {
     std::cout << "submitted run " << str(run, "id") << " (" << str(run, "state") << "): "
               << run.at("params").at("task_ids").size() << " task(s), " << countsText(run) << "\n";
   }
+  if (a.wait) return followRun(*client, str(run, "id"), true);
   if (!a.watch) return kExitOk;
   std::string id = str(run, "id");
   auto watched = client->stream("run.watch", json{{"id", id}}, [](const json& ev) {
@@ -144,6 +161,8 @@ int runStatusOne(const std::string& id) {
 int runWatch(const std::string& id, bool replay) {
   auto client = connectDaemon();
   if (!client) return reportError(client.error());
+  // On a terminal, a progress bar; in scripts (--json or a pipe), the events themselves.
+  if (replay && !cliOptions().json && ::isatty(STDOUT_FILENO)) return followRun(*client, id, false);
   auto result = client->stream("run.watch", json{{"id", id}, {"from_start", replay}}, [](const json& ev) {
     if (cliOptions().json) std::cout << ev.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
     else printEventHuman(ev);
@@ -176,6 +195,11 @@ void addRunCommands(CLI::App& app, int& exitCode) {
   sub->add_option("--label", submit->label, "Free text to recognise the run by");
   sub->add_option("-o,--option", submit->options, "Run option KEY=VALUE (VALUE parsed as JSON if it can be)");
   sub->add_flag("-w,--watch", submit->watch, "Follow the run's events until it ends");
+  sub->add_flag("--wait", submit->wait, "Wait for the run with a progress bar, then print its report");
+  sub->add_option("--pass-env", submit->passEnv, "Give the agent this variable from your environment (API keys; kept in memory only)");
+  sub->add_option("--gpu-model", submit->gpuModel, "Lease only GPUs whose model contains this text");
+  sub->add_option("--agent-time-limit", submit->agentTimeLimit, "Seconds the agent may run (default: the agent's and task's limits)")
+      ->check(CLI::PositiveNumber);
   sub->callback([&exitCode, submit] { exitCode = runSubmit(*submit); });
 
   auto statusRun = std::make_shared<std::string>();

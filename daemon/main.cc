@@ -13,6 +13,7 @@
 #include <boost/asio.hpp>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "akad/version.h"
 #include "common/log.h"
@@ -21,7 +22,12 @@
 #include "daemon/context.h"
 #include "daemon/daemon_methods.h"
 #include "daemon/events.h"
+#include "daemon/gpu_leases.h"
 #include "daemon/methods.h"
+#include "daemon/pipeline_methods.h"
+#include "daemon/scheduler.h"
+#include "daemon/snapshot/store.h"
+#include "sandbox/gpu_discovery.h"
 #include "daemon/run_methods.h"
 #include "daemon/server.h"
 #include "daemon/store.h"
@@ -54,6 +60,36 @@ Result<UniqueFd> lockStateDir(const fs::path& dir) {
   return fd;
 }
 
+// --gpus all | none | comma-separated ids ("nvidia0") or discovery indices ("0").
+Result<std::vector<gpu::GpuDevice>> selectGpus(const std::string& spec) {
+  if (spec == "none") return std::vector<gpu::GpuDevice>{};
+  auto found = gpu::discoverGpus();
+  if (!found) return Error{"GPU discovery failed: " + found.error().message};
+  if (spec == "all") return *found;
+  std::vector<gpu::GpuDevice> chosen;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    bool matched = false;
+    for (std::size_t i = 0; i < found->size(); ++i)
+      if ((*found)[i].id == item || std::to_string(i) == item) {
+        chosen.push_back((*found)[i]);
+        matched = true;
+      }
+    if (!matched) return Error{"--gpus: no GPU '" + item + "' (found " + std::to_string(found->size()) + ")"};
+  }
+  return chosen;
+}
+
+// The checker is installed beside akad, or built in the tree's tasks/ folder.
+fs::path findAkacheck() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  for (const fs::path& p : {self.parent_path() / "akacheck", self.parent_path().parent_path() / "tasks" / "akacheck"})
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  return "akacheck";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,6 +101,14 @@ int main(int argc, char** argv) {
   std::string logLevel = "info";
   std::size_t maxConnections = 4096;
   std::string socketGroup;
+  int workers = 1;
+  bool noRequeue = false;
+  bool noAgentNetwork = false;
+  std::string gpuList = "all";
+  std::string agentsDir = (dataRoot() / "images" / "agents").string();
+  std::string imagesDir = (dataRoot() / "images").string();
+  std::string akacheck;
+  uid_t sandboxUid = 101000;
   app.set_version_flag("--version", std::string("akad ") + kVersion + " (protocol " +
                                         std::to_string(kProtocolVersion) + ")");
   app.add_option("--socket", socketPath, "Unix socket to listen on ($AKAD_SOCKET; /run/akad/akad.sock as root)")
@@ -76,6 +120,19 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections", maxConnections, "Connections served at once; more are refused")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--workers", workers, "Attempts run at once (0: no executor, runs stay queued)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
+  app.add_flag("--no-requeue", noRequeue, "Leave attempts interrupted by a restart interrupted instead of queueing them again");
+  app.add_flag("--no-agent-network", noAgentNetwork, "Never give agents the host network, whatever their definition says");
+  app.add_option("--gpus", gpuList, "GPUs the daemon may lease: all, none, or ids/indices (nvidia0,1)")->capture_default_str();
+  app.add_option("--agents-dir", agentsDir, "Agent definitions (<name>.yaml)")->capture_default_str();
+  app.add_option("--images-dir", imagesDir, "Toolchain image profiles (<name>/image.yaml)")->capture_default_str();
+  app.add_option("--sandbox-uid", sandboxUid,
+                 "Unprivileged host uid (and gid) that owns what sandboxes write; akabox maps its uid to it")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4294967294u));
+  app.add_option("--akacheck", akacheck, "The trusted checker (default: beside akad, or the build tree)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -116,10 +173,42 @@ int main(int argc, char** argv) {
   EventBus events;
   TaskCatalog catalog(tasksDir);
   DaemonContext context{**store, events, catalog, socketPath, stateDir, std::chrono::steady_clock::now(),
-                        nowIso8601(), "none (runs stay queued)", {}};
+                        nowIso8601(), "none (runs stay queued)", {}, nullptr, nullptr, nullptr, agentsDir, imagesDir};
+
+  auto gpus = selectGpus(gpuList);
+  if (!gpus) {
+    log::error(gpus.error().message);
+    return 2;
+  }
+  GpuLeases leases(std::move(*gpus));
+  context.gpus = &leases;
+  snapshot::SnapshotStore snapshots(fs::path(stateDir) / "snapshots");
+  context.snapshots = &snapshots;
+  std::unique_ptr<Scheduler> scheduler;
+  if (workers > 0) {
+    SchedulerConfig cfg;
+    cfg.workers = workers;
+    cfg.state_dir = stateDir;
+    cfg.tasks_root = tasksDir;
+    cfg.agents_dir = agentsDir;
+    cfg.images_dir = imagesDir;
+    cfg.akacheck = akacheck.empty() ? findAkacheck() : fs::path(akacheck);
+    cfg.requeue_interrupted = !noRequeue;
+    cfg.allow_agent_network = !noAgentNetwork;
+    cfg.sandbox_uid = sandboxUid;
+    cfg.sandbox_gid = sandboxUid;
+    scheduler = std::make_unique<Scheduler>(**store, events, snapshots, leases, cfg);
+    if (auto s = scheduler->start(); !s) {
+      log::error("cannot start the executor: ", s.error().message);
+      return 1;
+    }
+    context.scheduler = scheduler.get();
+    context.executor = std::to_string(workers) + " worker(s)";
+  }
   MethodTable methods;
   registerDaemonMethods(methods, context);
   registerRunMethods(methods, context);
+  registerPipelineMethods(methods, context);
 
   ServerOptions options;
   options.socketPath = socketPath;

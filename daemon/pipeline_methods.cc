@@ -1,5 +1,8 @@
 #include "daemon/pipeline_methods.h"
 
+#include <algorithm>
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "common/log.h"

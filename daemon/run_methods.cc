@@ -34,6 +34,27 @@ bool isAgentName(const std::string& name) {
   return true;
 }
 
+// options: agent_time_limit_s (number > 0), gpu_model (string), credentials (object of strings,
+// kept in memory by the executor and never stored).
+Status checkRunOptions(const json& options) {
+  for (const auto& [key, value] : options.items()) {
+    if (key == "agent_time_limit_s") {
+      if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > 86400)
+        return invalid("option \"agent_time_limit_s\" must be a number of seconds in (0, 86400]");
+    } else if (key == "gpu_model") {
+      if (!value.is_string() || value.get<std::string>().size() > 128)
+        return invalid("option \"gpu_model\" must be a string");
+    } else if (key == "credentials") {
+      if (!value.is_object()) return invalid("option \"credentials\" must be an object of strings");
+      for (const auto& [k, v] : value.items())
+        if (!v.is_string() || k.empty() || k.size() > 128) return invalid("option \"credentials\" must map names to strings");
+    } else {
+      return invalid("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials)");
+    }
+  }
+  return {};
+}
+
 Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
   TaskCatalog& catalog = ctx.tasks;
   if (auto s = proto::allowOnly(params, {"tasks", "agent", "agent_command", "attempts", "label", "options"}); !s) {
@@ -120,27 +141,6 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
                     {"label", run.label},
                     {"options", options}};
   return run;
-}
-
-// options: agent_time_limit_s (number > 0), gpu_model (string), credentials (object of strings,
-// kept in memory by the executor and never stored).
-Status checkRunOptions(const json& options) {
-  for (const auto& [key, value] : options.items()) {
-    if (key == "agent_time_limit_s") {
-      if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > 86400)
-        return invalid("option \"agent_time_limit_s\" must be a number of seconds in (0, 86400]");
-    } else if (key == "gpu_model") {
-      if (!value.is_string() || value.get<std::string>().size() > 128)
-        return invalid("option \"gpu_model\" must be a string");
-    } else if (key == "credentials") {
-      if (!value.is_object()) return invalid("option \"credentials\" must be an object of strings");
-      for (const auto& [k, v] : value.items())
-        if (!v.is_string() || k.empty() || k.size() > 128) return invalid("option \"credentials\" must map names to strings");
-    } else {
-      return invalid("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials)");
-    }
-  }
-  return {};
 }
 
 Result<std::string> readRunId(const json& params, std::initializer_list<std::string_view> allowed) {

@@ -53,8 +53,6 @@ class Scheduler {
   void stop();
   void wake();
   void cancelRun(const std::string& runId);
-  // Re-scores an archived snapshot as a new attempt of a new run; returns the run id.
-  Result<std::string> reproduce(const std::string& snapshotSha, const Peer& peer);
   nlohmann::json describe() const;
   const SchedulerConfig& config() const { return config_; }
   // Credentials an agent needs (API keys): kept in memory only, never in the store.
