@@ -1,0 +1,91 @@
+#pragma once
+// A fresh cgroup per sandbox under a parent the daemon owns (<parent>/box-<pid>-<random>),
+// with one back-end per cgroup version (cgroup_v1.cc, cgroup_v2.cc), chosen by detection.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "sandbox/devices.h"
+#include "sandbox/spec.h"
+
+namespace akad::box {
+
+enum class CgroupVersion { V1, V2 };
+const char* cgroupVersionName(CgroupVersion v);
+
+struct CgroupLimits {
+  uint64_t memoryBytes = 0;  // 0: none. Swap is never allowed beyond it.
+  uint64_t pids = 0;         // 0: none
+  std::string cpus;          // empty: inherit
+  bool cpuAccounting = false;  // live CPU usage needed (a CPU-time limit is set)
+  std::vector<DeviceRule> allowedDevices;
+};
+
+struct CgroupUsage {
+  std::optional<uint64_t> peakMemoryBytes;
+  uint64_t oomKills = 0;
+  std::optional<uint64_t> pidsPeak;
+};
+
+// Owns one sandbox cgroup; the destructor kills what is left in it and removes it.
+class SandboxCgroup {
+ public:
+  virtual ~SandboxCgroup() = default;
+  virtual CgroupVersion version() const = 0;
+  virtual std::string path() const = 0;  // for messages: the (first) directory
+  // Moves a process (the sandbox's init) in. Must happen before it runs untrusted code.
+  virtual Status addProcess(pid_t pid) = 0;
+  // CPU time used so far by every process in it, if the back-end can tell.
+  virtual std::optional<uint64_t> cpuUsageNs() = 0;
+  virtual CgroupUsage usage() = 0;
+  // Kills every process in it and waits until it is empty.
+  virtual Status killAll() = 0;
+  // killAll, then rmdir. Idempotent.
+  virtual Status remove() = 0;
+};
+
+// Which back-end to use: v2 when /sys/fs/cgroup is a cgroup2 mount, v1 when the v1 memory
+// controller is mounted; a choice other than Auto is checked, not trusted.
+Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice);
+
+Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, const std::string& parent,
+                                                            const CgroupLimits& limits);
+
+// Kills every process in, and removes, every cgroup left under `parent` (after a crash).
+// Returns how many cgroups were removed.
+Result<int> cleanupCgroupParent(CgroupVersion v, const std::string& parent);
+
+// Back-end entry points (cgroup_v1.cc, cgroup_v2.cc).
+Result<std::unique_ptr<SandboxCgroup>> createCgroupV1(const std::string& parent, const std::string& leaf,
+                                                      const CgroupLimits& limits);
+Result<std::unique_ptr<SandboxCgroup>> createCgroupV2(const std::string& parent, const std::string& leaf,
+                                                      const CgroupLimits& limits);
+Result<int> cleanupCgroupV1(const std::string& parent);
+Result<int> cleanupCgroupV2(const std::string& parent);
+
+// Shared helpers for the back-ends.
+namespace cgroupfs {
+struct Mount {
+  std::string type;  // "cgroup" or "cgroup2"
+  std::string path;
+  std::vector<std::string> controllers;  // v1: from the mount options
+};
+std::vector<Mount> mounts();
+Status writeFile(const std::string& path, const std::string& value);
+Result<std::string> readFile(const std::string& path);
+// mkdir -p below `base`; existing directories are fine.
+Status makeDirs(const std::string& base, const std::string& rel);
+std::vector<pid_t> readPids(const std::string& procsFile);
+std::optional<uint64_t> readKeyValue(const std::string& path, const std::string& key);
+std::optional<uint64_t> readNumber(const std::string& path);
+// Child directories of `dir` (names), depth-first post-order (deepest first), relative to dir.
+std::vector<std::string> childDirsDeepestFirst(const std::string& dir);
+}  // namespace cgroupfs
+
+}  // namespace akad::box
