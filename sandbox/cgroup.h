@@ -39,7 +39,15 @@ class SandboxCgroup {
   virtual ~SandboxCgroup() = default;
   virtual CgroupVersion version() const = 0;
   virtual std::string path() const = 0;  // for messages: the (first) directory
-  // Moves a process (the sandbox's init) in. Must happen before it runs untrusted code.
+  // How the sandbox's init gets in without a migration by its parent. A migration of another
+  // process takes the kernel's global threadgroup rwsem, whose write side waits for RCU grace
+  // periods: 5-20 ms per hierarchy on a busy machine, more than the whole rest of a spawn.
+  //  - v2: clone3(CLONE_INTO_CGROUP) with this directory fd: the child is born inside.
+  //  - v1: the init writes "0" to each of these `tasks` files as its first step; a thread
+  //    moving itself skips that lock.
+  virtual int cloneIntoFd() const { return -1; }
+  virtual std::vector<std::string> selfJoinFiles() const { return {}; }
+  // Moves another process in (slow, see above; used for clean-up tests and fallbacks).
   virtual Status addProcess(pid_t pid) = 0;
   // CPU time used so far by every process in it, if the back-end can tell.
   virtual std::optional<uint64_t> cpuUsageNs() = 0;

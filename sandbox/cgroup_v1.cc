@@ -125,6 +125,12 @@ class CgroupV1 final : public SandboxCgroup {
     return {};
   }
 
+  std::vector<std::string> selfJoinFiles() const override {
+    std::vector<std::string> out;
+    for (const auto& d : dirs_) out.push_back(d + "/tasks");
+    return out;
+  }
+
   Status addProcess(pid_t pid) override {
     std::string p = std::to_string(pid);
     for (const auto& d : dirs_)

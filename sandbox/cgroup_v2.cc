@@ -131,12 +131,14 @@ class CgroupV2 final : public SandboxCgroup {
 
     int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return errnoError("cannot open cgroup '" + dir_ + "'");
-    UniqueFd dirFd(dfd);
+    dirFd_.reset(dfd);
     auto prog = loadDeviceProgram(limits.allowedDevices);
     if (!prog) return prog.error();
-    if (auto st = attachDeviceProgram(dirFd.get(), prog->get(), dir_); !st) return st;
+    if (auto st = attachDeviceProgram(dirFd_.get(), prog->get(), dir_); !st) return st;
     return {};
   }
+
+  int cloneIntoFd() const override { return dirFd_.get(); }
 
   Status addProcess(pid_t pid) override { return writeFile(dir_ + "/cgroup.procs", std::to_string(pid)); }
 
@@ -170,6 +172,7 @@ class CgroupV2 final : public SandboxCgroup {
 
  private:
   std::string dir_;
+  UniqueFd dirFd_;
   bool created_ = false;
 };
 

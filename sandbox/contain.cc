@@ -1,6 +1,7 @@
 #include "sandbox/contain.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -43,13 +44,23 @@ Status writeOwnFile(const char* path, const char* text) {
   return n < 0 ? errnoError(std::string("write ") + path) : Status{};
 }
 
-Status waitForGo(int fd) {
-  char b;
-  ssize_t n;
-  do n = ::read(fd, &b, 1);
-  while (n < 0 && errno == EINTR);
-  if (n != 1) return Error{"akabox went away before the sandbox was started"};
-  ::close(fd);
+// The death signal is armed only now; if akabox died before, the lifeline shows EOF.
+Status checkParentAlive(int lifelineFd) {
+  pollfd p{lifelineFd, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLIN))) return Error{"akabox went away before the sandbox was started"};
+  ::close(lifelineFd);
+  return {};
+}
+
+Status joinCgroup(const std::vector<std::string>& tasksFiles) {
+  for (const auto& f : tasksFiles) {
+    int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return errnoError("open " + f);
+    ssize_t n = ::write(fd, "0", 1);
+    int err = errno;
+    ::close(fd);
+    if (n != 1) return errnoError("write 0 to " + f, err);
+  }
   return {};
 }
 
@@ -177,7 +188,8 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   const SandboxSpec& s = *c.spec;
   // If akabox dies, so does the init, and with it every process of the pid namespace.
   must(c, sysOk(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)"), "parent-death signal");
-  must(c, waitForGo(c.goFd), "start");
+  must(c, checkParentAlive(c.lifelineFd), "start");
+  must(c, joinCgroup(c.cgroupJoinFiles), "joining the sandbox cgroup");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
   must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");

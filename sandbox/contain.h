@@ -31,7 +31,8 @@ struct ContainContext {
   uid_t outsideUid = 0;
   gid_t outsideGid = 0;
   std::vector<DevicePassthrough> devices;
-  int goFd = -1;        // read end: akabox writes one byte once init is in its cgroup
+  std::vector<std::string> cgroupJoinFiles;  // v1: `tasks` files the init writes "0" to
+  int lifelineFd = -1;  // read end of a pipe akabox never writes: EOF means akabox is gone
   int reportFd = -1;    // write end of the report pipe (subproc.h's ReportMessage)
   int notifySockFd = -1;  // unix socket the command sends the seccomp listener fd over
   int stdinFd = -1;     // host file for stdin, or -1 for /dev/null

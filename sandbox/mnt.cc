@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -19,10 +20,15 @@ constexpr const char* kStaging = "/tmp";
 
 const char* const kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"};
 // /etc is not bound whole: only what programs need to run, resolve names and find libraries.
-const char* const kEtcEssentials[] = {
+// Small files are copied into the root tmpfs rather than bound: every mount costs at set-up
+// and again at tear-down, and these few KiB do not.
+const char* const kEtcCopied[] = {
     "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf",
-    "ld.so.conf.d", "alternatives", "localtime", "timezone", "ssl", "ca-certificates", "os-release",
-    "protocols", "services", "mime.types", "debian_version", "lsb-release", "magic", "mke2fs.conf"};
+    "ld.so.conf.d", "localtime", "timezone", "os-release", "protocols", "services", "mime.types",
+    "debian_version", "lsb-release", "magic", "mke2fs.conf"};
+// Directories with many entries (alternatives: hundreds of symlinks) are cheaper to bind.
+const char* const kEtcBound[] = {"alternatives", "ssl", "ca-certificates"};
+constexpr off_t kMaxCopiedFile = 1 << 20;
 
 Status sysMount(const char* src, const std::string& dst, const char* type, unsigned long flags, const char* data) {
   if (::mount(src, dst.c_str(), type, flags, data) != 0)
@@ -78,6 +84,52 @@ Status copySymlinkOrBind(const std::string& hostPath, const std::string& dst) {
   return bindMount(hostPath, dst, false);
 }
 
+// Copies a host file, a symlink, or a directory of small files (ld.so.conf.d) into the tmpfs.
+Status copyIntoRoot(const std::string& hostPath, const std::string& dst, int depth = 0) {
+  std::string src = std::string(kOldRoot) + hostPath;
+  struct stat st {};
+  if (::lstat(src.c_str(), &st) != 0) return {};  // absent on this host: skip
+  if (S_ISLNK(st.st_mode)) return copySymlinkOrBind(hostPath, dst);
+  if (S_ISDIR(st.st_mode) && depth == 0) {
+    DIR* d = ::opendir(src.c_str());
+    if (!d) return errnoError("opendir('" + hostPath + "')");
+    if (::mkdir(dst.c_str(), 0755) != 0 && errno != EEXIST) {
+      ::closedir(d);
+      return errnoError("mkdir('" + dst + "')");
+    }
+    Status result;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      if (auto s = copyIntoRoot(hostPath + "/" + n, dst + "/" + n, depth + 1); !s) {
+        result = s;
+        break;
+      }
+    }
+    ::closedir(d);
+    return result;
+  }
+  if (!S_ISREG(st.st_mode)) return {};
+  if (st.st_size > kMaxCopiedFile) return bindMount(hostPath, dst, false);
+  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return errnoError("open('" + hostPath + "')");
+  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    ::close(in);
+    return errnoError("create('" + dst + "') in the sandbox root");
+  }
+  off_t left = st.st_size;
+  while (left > 0) {
+    ssize_t n = ::sendfile(out, in, nullptr, static_cast<size_t>(left));
+    if (n <= 0) break;
+    left -= n;
+  }
+  ::close(in);
+  ::close(out);
+  if (left > 0) return errnoError("copying '" + hostPath + "' into the sandbox root");
+  return {};
+}
+
 Status writeSmallFile(const std::string& path, const std::string& text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errnoError("cannot create '" + path + "' in the sandbox");
@@ -91,7 +143,9 @@ Status mountHostSystem(const SandboxSpec& spec) {
   for (const char* d : kHostSystemDirs)
     if (auto st = copySymlinkOrBind(std::string("/") + d, std::string("/") + d); !st) return st;
   if (::mkdir("/etc", 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
-  for (const char* e : kEtcEssentials)
+  for (const char* e : kEtcCopied)
+    if (auto st = copyIntoRoot(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
+  for (const char* e : kEtcBound)
     if (auto st = copySymlinkOrBind(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
   // Tools (getpass, ssh, Python's site) look the running uid up; give it a name and a home.
   std::string home = spec.workspace.empty() ? "/tmp" : "/workspace";
@@ -166,7 +220,7 @@ Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePass
   // The new root is a tmpfs; pivot_root needs it to be a mount point. It is mounted over the
   // host's /tmp only inside this namespace, and after pivot_root the whole host tree
   // (including the real /tmp) is reachable under /.oldroot for the binds.
-  if (auto st = sysMount("tmpfs", kStaging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"); !st) return st;
+  if (auto st = sysMount("tmpfs", kStaging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m"); !st) return st;
   std::string put = std::string(kStaging) + kOldRoot;
   if (::mkdir(put.c_str(), 0700) != 0) return errnoError("mkdir " + put);
   if (::syscall(SYS_pivot_root, kStaging, put.c_str()) != 0) return errnoError(std::string("pivot_root(") + kStaging + ", " + put + ")");

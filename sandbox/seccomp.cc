@@ -1,14 +1,23 @@
 #include "sandbox/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
-#include "common/paths.h"
+#include "akad/version.h"
+#include "common/unique_fd.h"
 
 namespace akad::box {
 namespace {
@@ -72,18 +81,41 @@ bool isCompatArch(uint32_t native, uint32_t arch) {
 
 }  // namespace
 
-SeccompPolicy::~SeccompPolicy() {
-  if (ctx_) seccomp_release(ctx_);
-}
-
 int SeccompPolicy::errnoFor(int) const { return defaultErrno_; }
 
-int SeccompPolicy::install(int* notifyFd) {
+int SeccompPolicy::install(int* notifyFd) const {
   *notifyFd = -1;
-  int rc = seccomp_load(ctx_);
-  if (rc < 0) return -rc;
-  if (notify_) *notifyFd = seccomp_notify_fd(ctx_);
+  sock_fprog prog{static_cast<unsigned short>(program_.size()), const_cast<sock_filter*>(program_.data())};
+  unsigned flags = notify_ ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+  long rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+  if (rc < 0) return errno;
+  if (notify_) *notifyFd = static_cast<int>(rc);
   return 0;
+}
+
+std::string SeccompPolicy::serialize() const {
+  std::string out = "akabox-seccomp-1 " + std::to_string(notify_ ? 1 : 0) + " " + std::to_string(defaultErrno_) + " " +
+                    std::to_string(program_.size()) + "\n";
+  out.append(reinterpret_cast<const char*>(program_.data()), program_.size() * sizeof(sock_filter));
+  return out;
+}
+
+std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(const std::string& bytes, const std::string& source) {
+  auto nl = bytes.find('\n');
+  if (nl == std::string::npos) return nullptr;
+  std::istringstream head(bytes.substr(0, nl));
+  std::string magic;
+  int notify = 0, err = 0;
+  size_t count = 0;
+  if (!(head >> magic >> notify >> err >> count) || magic != "akabox-seccomp-1") return nullptr;
+  if (count == 0 || count > BPF_MAXINSNS || bytes.size() - nl - 1 != count * sizeof(sock_filter)) return nullptr;
+  std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
+  p->notify_ = notify != 0;
+  p->defaultErrno_ = err;
+  p->source_ = source;
+  p->program_.resize(count);
+  std::memcpy(p->program_.data(), bytes.data() + nl + 1, count * sizeof(sock_filter));
+  return p;
 }
 
 Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy, const std::string& source) {
@@ -155,13 +187,17 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy
   // akabox with sendmsg after the filter is loaded, so sendmsg and execve must be allowed.
   p->notify_ = def->isErrno && unconditionalAllow.count("sendmsg") && unconditionalAllow.count("execve");
   const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def->value;
-  p->ctx_ = seccomp_init(defaultAction);
-  if (!p->ctx_) return Error{"seccomp policy " + source + ": seccomp_init failed"};
+  struct CtxOwner {
+    scmp_filter_ctx ctx;
+    ~CtxOwner() { if (ctx) seccomp_release(ctx); }
+  } owner{seccomp_init(defaultAction)};
+  scmp_filter_ctx ctx = owner.ctx;
+  if (!ctx) return Error{"seccomp policy " + source + ": seccomp_init failed"};
   // Syscalls of an architecture the policy does not list (e.g. int 0x80 on x86-64) kill.
-  seccomp_attr_set(p->ctx_, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-  seccomp_attr_set(p->ctx_, SCMP_FLTATR_CTL_NNP, 1);
+  seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
   // Binary-tree dispatch: a long allow-list costs O(log n) per syscall instead of O(n).
-  seccomp_attr_set(p->ctx_, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
   if (policy.contains("architectures") && policy["architectures"].is_array()) {
     const uint32_t native = seccomp_arch_native();
     for (const auto& a : policy["architectures"]) {
@@ -172,7 +208,7 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy
       uint32_t arch = seccomp_arch_resolve_name(lower.c_str());
       if (arch == 0) return Error{"seccomp policy " + source + ": unknown architecture '" + name + "'"};
       if (isCompatArch(native, arch)) {
-        int rc = seccomp_arch_add(p->ctx_, arch);
+        int rc = seccomp_arch_add(ctx, arch);
         if (rc < 0 && rc != -EEXIST) return Error{"seccomp policy " + source + ": cannot add architecture " + name};
       }
     }
@@ -193,28 +229,113 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy
       sets.push_back(r.args);
     }
     for (const auto& set : sets) {
-      int rc = seccomp_rule_add_array(p->ctx_, action, r.nr, static_cast<unsigned>(set.size()), set.empty() ? nullptr : set.data());
+      int rc = seccomp_rule_add_array(ctx, action, r.nr, static_cast<unsigned>(set.size()), set.empty() ? nullptr : set.data());
       if (rc < 0 && rc != -EEXIST)
         return Error{"seccomp policy " + source + ": cannot add the rule for '" + r.name + "': " + std::strerror(-rc)};
     }
   }
+  // Export the generated program; the sandbox loads it with seccomp(2) directly.
+  UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "akabox-seccomp", MFD_CLOEXEC)));
+  if (!mem.valid()) return errnoError("memfd_create for the seccomp program");
+  if (int rc = seccomp_export_bpf(ctx, mem.get()); rc < 0)
+    return Error{"seccomp policy " + source + ": cannot generate the filter: " + std::strerror(-rc)};
+  off_t size = ::lseek(mem.get(), 0, SEEK_END);
+  if (size <= 0 || size % static_cast<off_t>(sizeof(sock_filter)) != 0) return Error{"seccomp policy " + source + ": bad generated filter"};
+  p->program_.resize(static_cast<size_t>(size) / sizeof(sock_filter));
+  if (::pread(mem.get(), p->program_.data(), static_cast<size_t>(size), 0) != size) return errnoError("reading the seccomp program back");
+  if (p->program_.size() > BPF_MAXINSNS) return Error{"seccomp policy " + source + ": the filter is too long (" + std::to_string(p->program_.size()) + " instructions)"};
   return p;
 }
 
+namespace {
+
+std::string cacheDir() {
+  const char* d = std::getenv("AKABOX_CACHE_DIR");
+  return (d && *d) ? d : "/run/akabox/seccomp";
+}
+
+// The cache is trusted only when root owns it and nobody else can write it.
+bool trustedDir(const std::string& dir, bool create) {
+  if (create) {
+    std::string cur;
+    std::stringstream ss(dir);
+    std::string part;
+    while (std::getline(ss, part, '/')) {
+      if (part.empty()) continue;
+      cur += "/" + part;
+      ::mkdir(cur.c_str(), 0700);
+    }
+  }
+  struct stat st {};
+  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 022) == 0;
+}
+
+std::string readSmall(const std::string& path, size_t limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return {};
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || st.st_uid != 0 || (st.st_mode & 022) || static_cast<size_t>(st.st_size) > limit) return {};
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  if (::read(fd.get(), out.data(), out.size()) != static_cast<ssize_t>(out.size())) return {};
+  return out;
+}
+
+void writeCache(const std::string& dir, const std::string& key, const std::string& bytes) {
+  if (!trustedDir(dir, true)) return;
+  std::string tmp = dir + "/." + key + "." + std::to_string(::getpid());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return;
+  bool ok = ::write(fd.get(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  fd.reset();
+  if (!ok || ::rename(tmp.c_str(), (dir + "/" + key).c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& nameOrPath) {
   if (nameOrPath == "none") return std::unique_ptr<SeccompPolicy>();
-  std::string path = nameOrPath == "default" ? (dataRoot() / "policies" / "default.json").string() : nameOrPath;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errnoError("cannot open seccomp policy '" + path + "'");
-  std::string text(kMaxPolicyBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxPolicyBytes) return Error{"seccomp policy '" + path + "' is larger than 4 MiB"};
+  // Same rule as akad::dataRoot() (common/paths.h), which lives in a library akabox avoids.
+  const char* dataDir = std::getenv("AKAD_DATA_DIR");
+  std::string root = (dataDir && *dataDir) ? dataDir : kSourceRoot;
+  std::string path = nameOrPath == "default" ? root + "/policies/default.json" : nameOrPath;
+  // Sized by fstat: zero-filling a 4 MiB buffer on every spawn would cost milliseconds.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError("cannot open seccomp policy '" + path + "'");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return errnoError("cannot stat seccomp policy '" + path + "'");
+  if (static_cast<size_t>(st.st_size) > kMaxPolicyBytes) return Error{"seccomp policy '" + path + "' is larger than 4 MiB"};
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  if (::read(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) return errnoError("cannot read seccomp policy '" + path + "'");
+
+  const std::string source = "'" + path + "'";
+  // The key covers everything the program depends on: the policy's bytes, libseccomp's
+  // version (it generates the code) and the architecture.
+  // The cache file also holds these exact bytes and is used only if they match, so the
+  // (fast, non-cryptographic) key only has to spread entries, not resist collisions.
+  const scmp_version* v = seccomp_version();
+  const std::string identity = text + "|libseccomp " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                               std::to_string(v->micro) + "|arch " + std::to_string(seccomp_arch_native()) + "|format 1";
+  uint64_t fnv = 1469598103934665603ull;
+  for (unsigned char ch : identity) fnv = (fnv ^ ch) * 1099511628211ull;
+  char keyBuf[32];
+  std::snprintf(keyBuf, sizeof(keyBuf), "%016llx.bpf", static_cast<unsigned long long>(fnv));
+  const std::string key = keyBuf;
+  const std::string dir = cacheDir();
+  if (::geteuid() == 0 && trustedDir(dir, false)) {
+    std::string bytes = readSmall(dir + "/" + key, 8 << 20);
+    if (bytes.size() > identity.size() + 1 && bytes.compare(0, identity.size(), identity) == 0 && bytes[identity.size()] == '\0')
+      if (auto cached = SeccompPolicy::deserialize(bytes.substr(identity.size() + 1), source)) return cached;
+  }
+  json parsed;
   try {
-    return SeccompPolicy::compile(json::parse(text), "'" + path + "'");
+    parsed = json::parse(text);
   } catch (const json::parse_error& e) {
     return Error{"seccomp policy '" + path + "' is not valid JSON: " + e.what()};
   }
+  auto compiled = SeccompPolicy::compile(parsed, source);
+  if (!compiled) return compiled.error();
+  if (::geteuid() == 0) writeCache(dir, key, identity + '\0' + (*compiled)->serialize());
+  return compiled;
 }
 
 bool SeccompViolations::handle(int fd, const SeccompPolicy& policy) {

@@ -9,12 +9,13 @@
 // are answered by the kernel and not reported; kill and trap actions cannot be reported by
 // name (the process dies by SIGSYS, reported as "SIGSYS ..."). See docs/akabox.md.
 
-#include <seccomp.h>
+#include <linux/filter.h>
 
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,37 +23,44 @@
 
 namespace akad::box {
 
+// A compiled policy: the classic-BPF program libseccomp generated, plus what akabox needs to
+// answer notifications. Compiling costs milliseconds per spawn, so compiled programs are cached
+// by the policy's content hash in a root-only directory (see loadSeccompPolicy).
 class SeccompPolicy {
  public:
-  ~SeccompPolicy();
-  SeccompPolicy(const SeccompPolicy&) = delete;
-  SeccompPolicy& operator=(const SeccompPolicy&) = delete;
-
   // True when refused calls are reported (see above). False when the default action is not
   // errno, or when the policy does not allow sendmsg and execve unconditionally (the listener
   // fd could not be handed over before exec).
   bool reportsViolations() const { return notify_; }
   const std::string& source() const { return source_; }
 
-  // In the sandboxed process, last step before execve: loads the filter. On success
-  // *notifyFd is the listener (or -1). Returns 0 or an errno value.
-  int install(int* notifyFd);
+  size_t instructionCount() const { return program_.size(); }
 
-  // The errno the policy gives for this syscall when akabox answers a notification.
+  // In the sandboxed process, last step before execve: loads the filter (no_new_privs must be
+  // set). On success *notifyFd is the listener (or -1). Returns 0 or an errno value.
+  int install(int* notifyFd) const;
+
+  // The errno akabox answers a notified (refused) syscall with.
   int errnoFor(int syscallNr) const;
 
   static Result<std::unique_ptr<SeccompPolicy>> compile(const nlohmann::json& policy, const std::string& source);
 
+  // Cache file form: a header line and the raw program.
+  std::string serialize() const;
+  static std::unique_ptr<SeccompPolicy> deserialize(const std::string& bytes, const std::string& source);
+
  private:
   SeccompPolicy() = default;
-  scmp_filter_ctx ctx_ = nullptr;
+  std::vector<sock_filter> program_;
   bool notify_ = false;
   int defaultErrno_ = 1;
   std::string source_;
 };
 
 // "default" = <data root>/policies/default.json, "none" = no filter (returns nullptr), else
-// a file path. Errors name the file and what in it is wrong.
+// a file path. Errors name the file and what in it is wrong. Compiled programs are cached in
+// $AKABOX_CACHE_DIR or /run/akabox/seccomp, only if that directory is owned by root and
+// writable by nobody else (a planted program would be a sandbox bypass).
 Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& nameOrPath);
 
 // The supervisor side: answers notifications and remembers what was refused.

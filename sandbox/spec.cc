@@ -195,10 +195,11 @@ Result<json> loadSpecFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return errnoError("cannot open spec file '" + path + "'");
   std::string text;
-  text.resize(kMaxSpecBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxSpecBytes) return Error{"spec file '" + path + "' is larger than 1 MiB"};
+  char buf[16384];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxSpecBytes) return Error{"spec file '" + path + "' is larger than 1 MiB"};
+  }
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) {
     try {

@@ -69,8 +69,8 @@ unsigned long cloneFlags(const SandboxSpec& spec) {
 
 Result<SandboxExit> runSupervised(const SpawnRequest& req) {
   const SandboxSpec& spec = *req.spec;
-  auto go = makePipe("the start handshake");
-  if (!go) return go.error();
+  auto lifeline = makePipe("the lifeline");
+  if (!lifeline) return lifeline.error();
   auto rep = makePipe("the report channel");
   if (!rep) return rep.error();
   auto out = makePipe("stdout");
@@ -95,6 +95,10 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
   int pidfd = -1;
   clone_args args{};
   args.flags = cloneFlags(spec) | CLONE_PIDFD;
+  if (req.cgroup->cloneIntoFd() >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(req.cgroup->cloneIntoFd());
+  }
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
@@ -106,7 +110,8 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
     c.outsideUid = req.outsideUid;
     c.outsideGid = req.outsideGid;
     c.devices = req.devices;
-    c.goFd = go->read.get();
+    c.lifelineFd = lifeline->read.get();
+    c.cgroupJoinFiles = req.cgroup->selfJoinFiles();
     c.reportFd = rep->write.get();
     c.notifySockFd = notifyChild.get();
     c.stdinFd = req.stdinFd;
@@ -115,7 +120,7 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
     runSandboxInit(c);
   }
   UniqueFd pidFd(pidfd);
-  go->read.reset();
+  lifeline->read.reset();
   rep->write.reset();
   out->write.reset();
   err->write.reset();
@@ -126,17 +131,6 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
     ::syscall(SYS_pidfd_send_signal, pidFd.get(), SIGKILL, nullptr, 0);
   };
 
-  if (auto st = req.cgroup->addProcess(static_cast<pid_t>(pid)); !st) {
-    killInit(KillReason::Cancelled);
-    ::waitpid(static_cast<pid_t>(pid), nullptr, __WALL);
-    return Error{"cannot move the sandbox into its cgroup: " + st.error().message};
-  }
-  if (::write(go->write.get(), "g", 1) != 1) {
-    killInit(KillReason::Cancelled);
-    ::waitpid(static_cast<pid_t>(pid), nullptr, __WALL);
-    return errnoError("cannot start the sandbox (handshake)");
-  }
-  go->write.reset();
 
   for (int fd : {out->read.get(), err->read.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
   UniqueFd listener;
