@@ -24,8 +24,8 @@ const char* const kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "li
 // and again at tear-down, and these few KiB do not.
 const char* const kEtcCopied[] = {
     "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf",
-    "ld.so.conf.d", "localtime", "timezone", "os-release", "protocols", "services", "mime.types",
-    "debian_version", "lsb-release", "magic", "mke2fs.conf"};
+    "ld.so.conf.d", "localtime", "timezone", "os-release", "protocols", "services", "debian_version",
+    "lsb-release"};
 // Directories with many entries (alternatives: hundreds of symlinks) are cheaper to bind.
 const char* const kEtcBound[] = {"alternatives", "ssl", "ca-certificates"};
 constexpr off_t kMaxCopiedFile = 1 << 20;

@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
 
 #include "sandbox/cgroup.h"
 #include "sandbox/seccomp.h"
@@ -38,10 +36,7 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 
 }  // namespace
 
-static double tnow() { timespec ts{}; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
-#define PHASE(name) do { if (getenv("AKABOX_PHASES")) { double t = tnow(); fprintf(stderr, "%-12s %.3f ms\n", name, (t - tp) * 1e3); tp = t; } } while (0)
 SandboxResult runSandbox(const SandboxSpec& spec) {
-  double tp = tnow();
   ensureStdFds();
   ::signal(SIGPIPE, SIG_IGN);
   if (::geteuid() != 0) return setupFailure("akabox must run as root (it creates cgroups and mounts); run it through akad or sudo");
@@ -52,7 +47,6 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (!ids) return setupFailure(ids.error().message);
   auto policy = loadSeccompPolicy(spec.seccomp);
   if (!policy) return setupFailure(policy.error().message);
-  PHASE("policy");
 
   CgroupLimits limits;
   limits.memoryBytes = spec.memoryBytes;
@@ -72,7 +66,6 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (!version) return setupFailure(version.error().message);
   auto cgroup = createSandboxCgroup(*version, spec.cgroupParent, limits);
   if (!cgroup) return setupFailure("cgroup " + std::string(cgroupVersionName(*version)) + ": " + cgroup.error().message);
-  PHASE("cgroup");
 
   OutputCapture output(spec.outputLimitBytes);
   if (auto st = output.open(spec.stdoutPath, spec.stderrPath); !st) return setupFailure(st.error().message);
@@ -92,7 +85,6 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   req.devices = devices;
   req.stdinFd = stdinFile.get();
   auto ex = runSupervised(req);
-  PHASE("supervised");
 
   SandboxResult r;
   r.cgroupBackend = cgroupVersionName(*version);
@@ -102,7 +94,6 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   r.truncated = output.truncated();
   CgroupUsage usage = (*cgroup)->usage();
   Status removed = (*cgroup)->remove();
-  PHASE("remove");
   if (!ex) {
     r = setupFailure(ex.error().message);
     r.cgroupBackend = cgroupVersionName(*version);
