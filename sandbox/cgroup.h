@@ -23,7 +23,7 @@ struct CgroupLimits {
   uint64_t memoryBytes = 0;  // 0: none. Swap is never allowed beyond it.
   uint64_t pids = 0;         // 0: none
   std::string cpus;          // empty: inherit
-  bool cpuAccounting = false;  // live CPU usage needed (a CPU-time limit is set)
+  bool cpuAccounting = true;  // v1: use the cpuacct hierarchy (CPU-time limit and accounting)
   std::vector<DeviceRule> allowedDevices;
 };
 
@@ -31,6 +31,9 @@ struct CgroupUsage {
   std::optional<uint64_t> peakMemoryBytes;
   uint64_t oomKills = 0;
   std::optional<uint64_t> pidsPeak;
+  // CPU time of every process that ever ran in the cgroup, including ones killed with the
+  // pid namespace (their time never reaches wait4's rusage).
+  std::optional<uint64_t> cpuNs, userNs, sysNs;
 };
 
 // Owns one sandbox cgroup; the destructor kills what is left in it and removes it.

@@ -148,6 +148,15 @@ class CgroupV1 final : public SandboxCgroup {
     u.peakMemoryBytes = readNumber(memory_ + "/memory.max_usage_in_bytes");
     u.oomKills = readKeyValue(memory_ + "/memory.oom_control", "oom_kill").value_or(0);
     u.pidsPeak = readNumber(pids_ + "/pids.peak");
+    if (!cpuacct_.empty()) {
+      u.cpuNs = readNumber(cpuacct_ + "/cpuacct.usage");
+      // cpuacct.stat counts USER_HZ ticks; the split is coarse, the total above is exact.
+      static const uint64_t tickNs = 1000000000ull / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+      auto user = readKeyValue(cpuacct_ + "/cpuacct.stat", "user");
+      auto sys = readKeyValue(cpuacct_ + "/cpuacct.stat", "system");
+      if (user) u.userNs = *user * tickNs;
+      if (sys) u.sysNs = *sys * tickNs;
+    }
     return u;
   }
 

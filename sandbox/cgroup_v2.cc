@@ -153,6 +153,14 @@ class CgroupV2 final : public SandboxCgroup {
     u.peakMemoryBytes = readNumber(dir_ + "/memory.peak");
     u.oomKills = readKeyValue(dir_ + "/memory.events", "oom_kill").value_or(0);
     u.pidsPeak = readNumber(dir_ + "/pids.peak");
+    auto usec = [&](const char* key) -> std::optional<uint64_t> {
+      auto v = readKeyValue(dir_ + "/cpu.stat", key);
+      if (!v) return std::nullopt;
+      return *v * 1000;
+    };
+    u.cpuNs = usec("usage_usec");
+    u.userNs = usec("user_usec");
+    u.sysNs = usec("system_usec");
     return u;
   }
 

@@ -52,7 +52,6 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   limits.memoryBytes = spec.memoryBytes;
   limits.pids = spec.pids;
   limits.cpus = spec.cpus;
-  limits.cpuAccounting = spec.cpuTimeS > 0;
   limits.allowedDevices = standardDeviceRules();
   std::vector<DevicePassthrough> devices;
   for (const auto& path : spec.devices) {
@@ -106,6 +105,14 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   r.userS = static_cast<double>(ex->usage.ru_utime.tv_sec) + static_cast<double>(ex->usage.ru_utime.tv_usec) * 1e-6;
   r.sysS = static_cast<double>(ex->usage.ru_stime.tv_sec) + static_cast<double>(ex->usage.ru_stime.tv_usec) * 1e-6;
   r.cpuS = r.userS + r.sysS;
+  if (usage.cpuNs && *usage.cpuNs / 1e9 > r.cpuS) {
+    // Processes killed with the sandbox never reach wait4; the cgroup saw them all.
+    r.cpuS = static_cast<double>(*usage.cpuNs) / 1e9;
+    if (usage.userNs && usage.sysNs) {
+      r.userS = static_cast<double>(*usage.userNs) / 1e9;
+      r.sysS = static_cast<double>(*usage.sysNs) / 1e9;
+    }
+  }
   r.peakMemoryBytes = usage.peakMemoryBytes.value_or(static_cast<uint64_t>(ex->usage.ru_maxrss) * 1024);
   r.pidsPeak = usage.pidsPeak;
   for (const auto& n : ex->violations.names()) r.seccompViolations.push_back(n);
