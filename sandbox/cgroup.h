@@ -23,7 +23,9 @@ struct CgroupLimits {
   uint64_t memoryBytes = 0;  // 0: none. Swap is never allowed beyond it.
   uint64_t pids = 0;         // 0: none
   std::string cpus;          // empty: inherit
-  bool cpuAccounting = true;  // v1: use the cpuacct hierarchy (CPU-time limit and accounting)
+  // v1: also use the cpuacct hierarchy: needed to watch a CPU-time limit, and to account the
+  // CPU time of processes killed with the sandbox (wait4 never sees those).
+  bool cpuAccounting = true;
   std::vector<DeviceRule> allowedDevices;
 };
 

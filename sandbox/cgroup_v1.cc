@@ -3,6 +3,7 @@
 // (limit, kill list), devices (always: device isolation), cpuacct when a CPU-time limit is
 // watched, cpuset when CPUs are pinned.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <ctime>
 #include <set>
 
+#include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
 
 namespace akad::box {
@@ -120,8 +122,15 @@ class CgroupV1 final : public SandboxCgroup {
       if (auto st = writeFile(cpuset_ + "/cpuset.cpus", limits.cpus); !st) return st;
     }
     if (auto st = writeFile(devices_ + "/devices.deny", "a"); !st) return st;
-    for (const auto& r : limits.allowedDevices)
-      if (auto st = writeFile(devices_ + "/devices.allow", r.v1Text()); !st) return st;
+    // One rule per write(2), but one open for all of them.
+    std::string allowPath = devices_ + "/devices.allow";
+    UniqueFd allow(::open(allowPath.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!allow.valid()) return errnoError("cannot open '" + allowPath + "'");
+    for (const auto& r : limits.allowedDevices) {
+      std::string rule = r.v1Text();
+      if (::write(allow.get(), rule.data(), rule.size()) != static_cast<ssize_t>(rule.size()))
+        return errnoError("cannot write '" + rule + "' to '" + allowPath + "'");
+    }
     return {};
   }
 

@@ -52,6 +52,9 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   limits.memoryBytes = spec.memoryBytes;
   limits.pids = spec.pids;
   limits.cpus = spec.cpus;
+  // Without a limit that kills, the command and its children end normally and wait4's rusage
+  // is exact; only then is the extra v1 hierarchy skipped.
+  limits.cpuAccounting = spec.cpuTimeS > 0 || spec.wallTimeS > 0 || spec.memoryBytes > 0 || spec.outputLimitBytes > 0;
   limits.allowedDevices = standardDeviceRules();
   std::vector<DevicePassthrough> devices;
   for (const auto& path : spec.devices) {
