@@ -154,7 +154,7 @@ TEST_F(BoxTest, OtherArchitectureSyscallKills) {
 TEST_F(BoxTest, SetuidRootBinaryGivesNoPrivilege) {
   std::string dir = tmp_ + "/suid";
   ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
-  std::filesystem::copy_file(AKABOX_PROBE, dir + "/probe");
+  std::filesystem::copy_file(probeBin(), dir + "/probe");
   ASSERT_EQ(::chown((dir + "/probe").c_str(), 0, 0), 0);
   ASSERT_EQ(::chmod((dir + "/probe").c_str(), 04755), 0);
   BoxRun r = run({"--bind", dir + ":/suid"}, {"/suid/probe", "ids"});

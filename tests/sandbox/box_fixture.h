@@ -29,12 +29,23 @@ inline std::string readAll(const std::string& path) {
   return ss.str();
 }
 
+// The build-time paths, unless $AKABOX_BIN / $AKABOX_PROBE say otherwise (a copied build
+// tree on another machine, e.g. the cgroup v2 GPU host).
+inline std::string akaboxBin() {
+  const char* e = std::getenv("AKABOX_BIN");
+  return e && *e ? e : AKABOX_BIN;
+}
+inline std::string probeBin() {
+  const char* e = std::getenv("AKABOX_PROBE");
+  return e && *e ? e : AKABOX_PROBE;
+}
+
 inline std::string probeDir() {
-  std::string p = AKABOX_PROBE;
+  std::string p = probeBin();
   return p.substr(0, p.rfind('/'));
 }
 inline std::string probeName() {
-  std::string p = AKABOX_PROBE;
+  std::string p = probeBin();
   return p.substr(p.rfind('/') + 1);
 }
 // The probe as seen inside the sandbox (its build directory is bound at /probes).
@@ -73,7 +84,7 @@ class BoxTest : public ::testing::Test {
 
   // akabox run --cgroup-parent P --result R --stdout O --stderr E --bind probes <args> -- <cmd>
   BoxRun run(const std::vector<std::string>& args, const std::vector<std::string>& cmd, int inheritFd = -1) {
-    std::vector<std::string> argv = {AKABOX_BIN, "run", "--cgroup-parent", parent_, "--result", tmp_ + "/result.json",
+    std::vector<std::string> argv = {akaboxBin(), "run", "--cgroup-parent", parent_, "--result", tmp_ + "/result.json",
                                      "--stdout", tmp_ + "/stdout", "--stderr", tmp_ + "/stderr",
                                      "--bind", probeDir() + ":/probes"};
     argv.insert(argv.end(), args.begin(), args.end());

@@ -129,7 +129,7 @@ TEST_F(BoxTest, CleanupSubcommandKillsAndRemovesLeftovers) {
   SandboxCgroup* leaked = cg->release();
   (void)leaked;
 
-  std::string cmd = std::string(AKABOX_BIN) + " cleanup --cgroup-parent " + parent_ + " 2>/dev/null";
+  std::string cmd = akaboxBin() + " cleanup --cgroup-parent " + parent_ + " 2>/dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(victim, &status, 0), victim);
