@@ -283,3 +283,25 @@ TEST_F(BoxTest, DevicePassthroughIsBoundAndAllowed) {
 
 }  // namespace
 }  // namespace akabox_test
+
+namespace akabox_test {
+namespace {
+
+TEST_F(BoxTest, PreparedRootDirectoryIsTheWholeReadOnlyView) {
+  std::string root = tmp_ + "/rootfs";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root + "/bin").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root + "/etc").c_str(), 0755), 0);
+  std::ofstream(root + "/etc/marker") << "prepared-root";
+  std::filesystem::copy_file(probeBin(), root + "/bin/probe");
+  BoxRun r = run({"--root", root}, {"/bin/probe", "read", "/etc/marker"});
+  EXPECT_EQ(r.exitStatus, 0) << r.err << r.result.dump();
+  EXPECT_NE(r.out.find("content=prepared-root"), std::string::npos) << r.out;
+  BoxRun usr = run({"--root", root}, {"/bin/probe", "read", "/usr/bin/env"});
+  EXPECT_EQ(value(usr.out, "read"), "No such file or directory") << "the host's /usr leaked into a prepared root";
+  BoxRun w = run({"--root", root}, {"/bin/probe", "write", "/etc"});
+  EXPECT_EQ(value(w.out, "write"), "Read-only file system") << w.out;
+}
+
+}  // namespace
+}  // namespace akabox_test
