@@ -84,7 +84,8 @@ Status enableControllers(const std::string& root, const std::string& parent, con
     for (const auto& c : wanted) {
       if (hasWord(*enabled, c)) continue;
       if (!hasWord(*available, c))
-        return Error{"cgroup v2 controller '" + c + "' is not available in '" + dir + "' (cgroup.controllers: " + *available + ")"};
+        return Error{"cgroup v2 controller '" + c + "' is not available in '" + dir + "' (cgroup.controllers: '" +
+                     available->substr(0, available->find_last_not_of("\n") + 1) + "')"};
       if (auto st = writeFile(dir + "/cgroup.subtree_control", "+" + c); !st) return st;
     }
   }
