@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -164,6 +165,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   must(c, dropCapabilities(), "dropping capabilities");
   must(c, applyRlimits(s), "rlimits");
   must(c, resetSignals(), "signals");
+  ::umask(022);
   must(c, closeOtherFds(c.reportFd, c.notifySockFd), "closing inherited descriptors");
 
   std::vector<std::string> envStrings = buildEnv(s);
@@ -189,6 +191,9 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // If akabox dies, so does the init, and with it every process of the pid namespace.
   must(c, sysOk(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)"), "parent-death signal");
   must(c, checkParentAlive(c.lifelineFd), "start");
+  // The sandbox's directories and files get exactly the modes set-up asks for, whatever
+  // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
+  ::umask(0);
   must(c, joinCgroup(c.cgroupJoinFiles), "joining the sandbox cgroup");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");

@@ -187,7 +187,6 @@ Status mountDev(const std::vector<DevicePassthrough>& devices) {
                         Node{"urandom", 1, 9}, Node{"tty", 5, 0}}) {
     std::string p = std::string("/dev/") + n.name;
     if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0) return errnoError("mknod(" + p + ")");
-    if (::chmod(p.c_str(), 0666) != 0) return errnoError("chmod(" + p + ")");  // umask-proof
   }
   if (::mkdir("/dev/pts", 0755) != 0 || ::mkdir("/dev/shm", 01777) != 0) return errnoError("mkdir /dev/pts, /dev/shm");
   if (auto st = sysMount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !st) return st;

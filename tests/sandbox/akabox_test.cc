@@ -305,3 +305,18 @@ TEST_F(BoxTest, PreparedRootDirectoryIsTheWholeReadOnlyView) {
 
 }  // namespace
 }  // namespace akabox_test
+
+namespace akabox_test {
+namespace {
+
+TEST_F(BoxTest, RestrictiveCallerUmaskStillGivesAUsableSandbox) {
+  mode_t old = ::umask(077);
+  BoxRun r = run({}, {probe(), "read", "/etc/passwd"});
+  ::umask(old);
+  EXPECT_EQ(r.exitStatus, 0) << r.err;
+  EXPECT_NE(r.out.find("read=ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("akabox:x:1000:1000"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace akabox_test
