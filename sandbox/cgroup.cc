@@ -1,0 +1,171 @@
+#include "sandbox/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/random.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace akad::box {
+
+const char* cgroupVersionName(CgroupVersion v) { return v == CgroupVersion::V1 ? "v1" : "v2"; }
+
+namespace cgroupfs {
+
+std::vector<Mount> mounts() {
+  std::vector<Mount> out;
+  std::ifstream in("/proc/self/mounts");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string dev, path, type, opts;
+    ls >> dev >> path >> type >> opts;
+    if (type != "cgroup" && type != "cgroup2") continue;
+    Mount m{type, path, {}};
+    std::stringstream os(opts);
+    std::string o;
+    while (std::getline(os, o, ',')) m.controllers.push_back(o);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+Status writeFile(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errnoError("cannot open '" + path + "' for writing");
+  ssize_t n = ::write(fd, value.data(), value.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size())) return errnoError("cannot write '" + value + "' to '" + path + "'", n < 0 ? err : EIO);
+  return {};
+}
+
+Result<std::string> readFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errnoError("cannot open '" + path + "'");
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return errnoError("cannot read '" + path + "'", err);
+  return out;
+}
+
+Status makeDirs(const std::string& base, const std::string& rel) {
+  std::string cur = base;
+  std::stringstream ss(rel);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += "/" + part;
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return errnoError("cannot create cgroup '" + cur + "'");
+  }
+  return {};
+}
+
+std::vector<pid_t> readPids(const std::string& procsFile) {
+  std::vector<pid_t> out;
+  auto text = readFile(procsFile);
+  if (!text) return out;
+  std::istringstream in(*text);
+  long p;
+  while (in >> p) out.push_back(static_cast<pid_t>(p));
+  return out;
+}
+
+std::optional<uint64_t> readKeyValue(const std::string& path, const std::string& key) {
+  auto text = readFile(path);
+  if (!text) return std::nullopt;
+  std::istringstream in(*text);
+  std::string k;
+  uint64_t v;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return std::nullopt;
+}
+
+std::optional<uint64_t> readNumber(const std::string& path) {
+  auto text = readFile(path);
+  if (!text) return std::nullopt;
+  try {
+    return std::stoull(*text);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+namespace {
+void collect(const std::string& dir, const std::string& rel, std::vector<std::string>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_DIR) continue;
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    names.push_back(n);
+  }
+  ::closedir(d);
+  for (const auto& n : names) {
+    std::string r = rel.empty() ? n : rel + "/" + n;
+    collect(dir + "/" + n, r, out);
+    out.push_back(r);
+  }
+}
+}  // namespace
+
+std::vector<std::string> childDirsDeepestFirst(const std::string& dir) {
+  std::vector<std::string> out;
+  collect(dir, "", out);
+  return out;
+}
+
+}  // namespace cgroupfs
+
+Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice) {
+  struct statfs fs {};
+  bool pureV2 = ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+  bool haveV1 = false, haveV2 = pureV2;
+  for (const auto& m : cgroupfs::mounts()) {
+    if (m.type == "cgroup2") haveV2 = true;
+    for (const auto& c : m.controllers)
+      if (m.type == "cgroup" && c == "memory") haveV1 = true;
+  }
+  switch (choice) {
+    case CgroupBackendChoice::V1:
+      if (!haveV1) return Error{"cgroup v1 was asked for but no v1 memory controller is mounted"};
+      return CgroupVersion::V1;
+    case CgroupBackendChoice::V2:
+      if (!haveV2) return Error{"cgroup v2 was asked for but no cgroup2 hierarchy is mounted"};
+      return CgroupVersion::V2;
+    case CgroupBackendChoice::Auto:
+      break;
+  }
+  if (pureV2) return CgroupVersion::V2;
+  if (haveV1) return CgroupVersion::V1;
+  if (haveV2) return CgroupVersion::V2;
+  return Error{"no cgroup hierarchy is mounted under /sys/fs/cgroup"};
+}
+
+Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, const std::string& parent,
+                                                            const CgroupLimits& limits) {
+  uint32_t rnd = 0;
+  if (::getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) rnd = static_cast<uint32_t>(::getpid() * 2654435761u);
+  char leaf[64];
+  std::snprintf(leaf, sizeof(leaf), "box-%d-%08x", static_cast<int>(::getpid()), rnd);
+  return v == CgroupVersion::V1 ? createCgroupV1(parent, leaf, limits) : createCgroupV2(parent, leaf, limits);
+}
+
+Result<int> cleanupCgroupParent(CgroupVersion v, const std::string& parent) {
+  return v == CgroupVersion::V1 ? cleanupCgroupV1(parent) : cleanupCgroupV2(parent);
+}
+
+}  // namespace akad::box

@@ -1,0 +1,230 @@
+#include "sandbox/contain.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "sandbox/mnt.h"
+#include "sandbox/user.h"
+
+namespace akad::box {
+namespace {
+
+void report(int fd, ReportMessage::Kind kind, int value, const std::string& text) {
+  ReportMessage m;
+  m.kind = kind;
+  m.value = value;
+  std::strncpy(m.text, text.c_str(), sizeof(m.text) - 1);
+  (void)!::write(fd, &m, sizeof(m));
+}
+
+// A failed step ends the sandbox here; akabox reports the message as setup-failed.
+void must(const ContainContext& c, const Status& st, const char* step) {
+  if (st) return;
+  report(c.reportFd, ReportMessage::SetupFailed, 0, std::string(step) + ": " + st.error().message);
+  ::_exit(125);
+}
+
+Status sysOk(int rc, const std::string& what) { return rc == 0 ? Status{} : errnoError(what); }
+
+Status writeOwnFile(const char* path, const char* text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errnoError(std::string("open ") + path);
+  ssize_t n = ::write(fd, text, std::strlen(text));
+  ::close(fd);
+  return n < 0 ? errnoError(std::string("write ") + path) : Status{};
+}
+
+// The death signal is armed only now; if akabox died before, the lifeline shows EOF.
+Status checkParentAlive(int lifelineFd) {
+  pollfd p{lifelineFd, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLIN))) return Error{"akabox went away before the sandbox was started"};
+  ::close(lifelineFd);
+  return {};
+}
+
+Status joinCgroup(const std::vector<std::string>& tasksFiles) {
+  for (const auto& f : tasksFiles) {
+    int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return errnoError("open " + f);
+    ssize_t n = ::write(fd, "0", 1);
+    int err = errno;
+    ::close(fd);
+    if (n != 1) return errnoError("write 0 to " + f, err);
+  }
+  return {};
+}
+
+Status wireStdio(const ContainContext& c) {
+  int in = c.stdinFd >= 0 ? c.stdinFd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (in < 0) return errnoError("open /dev/null for stdin");
+  if (::dup2(in, 0) < 0 || ::dup2(c.stdoutFd, 1) < 0 || ::dup2(c.stderrFd, 2) < 0) return errnoError("dup2 stdio");
+  return {};
+}
+
+// Only 0, 1, 2 and our two close-on-exec channels stay open: a descriptor inherited from
+// akabox's caller would be a way out of the sandbox.
+Status closeOtherFds(int keepA, int keepB) {
+  int lo = std::min(keepA, keepB), hi = std::max(keepA, keepB);
+  auto closeRange = [](unsigned from, unsigned to) {
+    return from > to ? 0 : static_cast<int>(::syscall(SYS_close_range, from, to, 0));
+  };
+  if (closeRange(3, lo - 1) != 0 || closeRange(lo + 1, hi - 1) != 0 || closeRange(hi + 1, ~0U) != 0)
+    return errnoError("close_range");
+  return {};
+}
+
+Status resetSignals() {
+  sigset_t all;
+  sigemptyset(&all);
+  if (::sigprocmask(SIG_SETMASK, &all, nullptr) != 0) return errnoError("sigprocmask");
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);  // ignored dispositions survive exec
+  return {};
+}
+
+Status sendListener(int sock, int notifyFd) {
+  char byte = 'n';
+  iovec iov{&byte, 1};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &notifyFd, sizeof(int));
+  if (::sendmsg(sock, &msg, 0) != 1) return errnoError("sendmsg(seccomp listener)");
+  return {};
+}
+
+std::vector<std::string> buildEnv(const SandboxSpec& spec) {
+  std::map<std::string, std::string> env = {
+      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {"HOME", spec.workspace.empty() ? "/tmp" : "/workspace"},
+      {"LANG", "C.UTF-8"}};
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+// execvpe searches the caller's PATH, not the new environment's; search the sandbox's own.
+[[noreturn]] void execCommand(const ContainContext& c, char* const argv[], char* const envp[]) {
+  const std::string& cmd = c.spec->command[0];
+  int err = ENOENT;
+  if (cmd.find('/') != std::string::npos) {
+    ::execve(cmd.c_str(), argv, envp);
+    err = errno;
+  } else {
+    std::string path = "/usr/local/bin:/usr/bin:/bin";
+    for (char* const* e = envp; *e; ++e)
+      if (std::strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+    size_t start = 0;
+    bool sawEacces = false;
+    while (start <= path.size()) {
+      size_t end = path.find(':', start);
+      if (end == std::string::npos) end = path.size();
+      std::string dir = path.substr(start, end - start);
+      std::string full = (dir.empty() ? "." : dir) + "/" + cmd;
+      ::execve(full.c_str(), argv, envp);
+      if (errno == EACCES) sawEacces = true;
+      else if (errno != ENOENT && errno != ENOTDIR) { err = errno; break; }
+      start = end + 1;
+    }
+    if (err == ENOENT && sawEacces) err = EACCES;
+  }
+  report(c.reportFd, ReportMessage::ExecFailed, err, "cannot execute '" + cmd + "': " + std::strerror(err));
+  ::_exit(err == ENOENT ? 127 : 126);
+}
+
+// The sandboxed command: from real root inside the new namespaces to an unprivileged,
+// capability-less, seccomp-filtered process. The order matters: the user namespace needs the
+// uid change first, capabilities can only be dropped while we still hold CAP_SETPCAP there,
+// and seccomp comes last so set-up itself is never filtered.
+[[noreturn]] void runCommand(const ContainContext& c) {
+  const SandboxSpec& s = *c.spec;
+  must(c, sysOk(::setsid() < 0 ? -1 : 0, "setsid"), "new session");
+  (void)writeOwnFile("/proc/self/oom_score_adj", "0");  // undo the init's shield, if it had one
+  must(c, wireStdio(c), "stdio");
+  std::string cwd = !s.cwd.empty() ? s.cwd : (s.workspace.empty() ? "/" : "/workspace");
+  must(c, sysOk(::chdir(cwd.c_str()), "chdir('" + cwd + "')"), "working directory");
+  must(c, enterUserNamespace(s.uid, s.gid, c.outsideUid, c.outsideGid), "user namespace");
+  must(c, dropCapabilities(), "dropping capabilities");
+  must(c, applyRlimits(s), "rlimits");
+  must(c, resetSignals(), "signals");
+  ::umask(022);
+  must(c, closeOtherFds(c.reportFd, c.notifySockFd), "closing inherited descriptors");
+
+  std::vector<std::string> envStrings = buildEnv(s);
+  std::vector<char*> envp, argv;
+  for (auto& e : envStrings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = s.command;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  if (c.policy) {
+    int listener = -1;
+    if (int err = c.policy->install(&listener); err != 0) must(c, errnoError("seccomp_load", err), "seccomp");
+    if (listener >= 0) must(c, sendListener(c.notifySockFd, listener), "seccomp listener");
+  }
+  execCommand(c, argv.data(), envp.data());
+}
+
+}  // namespace
+
+[[noreturn]] void runSandboxInit(const ContainContext& c) {
+  const SandboxSpec& s = *c.spec;
+  // If akabox dies, so does the init, and with it every process of the pid namespace.
+  must(c, sysOk(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)"), "parent-death signal");
+  must(c, checkParentAlive(c.lifelineFd), "start");
+  // The sandbox's directories and files get exactly the modes set-up asks for, whatever
+  // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
+  ::umask(0);
+  must(c, joinCgroup(c.cgroupJoinFiles), "joining the sandbox cgroup");
+  // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
+  must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
+  must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");
+  if (s.net == NetMode::None) must(c, bringUpLoopback(), "network namespace");
+  must(c, buildMountNamespace(s, c.devices), "mount namespace");
+  // The init is tiny, so the OOM killer already prefers the command; shielding it needs
+  // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort.
+  (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");
+  if (s.commandIsPid1) runCommand(c);
+
+  pid_t cmd = ::fork();
+  if (cmd < 0) must(c, errnoError("fork"), "starting the command");
+  if (cmd == 0) runCommand(c);
+
+  for (int fd : {c.stdinFd, c.stdoutFd, c.stderrFd, c.notifySockFd})
+    if (fd >= 0) ::close(fd);
+  // Reap everything (orphans are re-parented to us) until the command itself exits; then
+  // exit, which makes the kernel kill whatever the command left behind.
+  for (;;) {
+    int status = 0;
+    pid_t p = ::waitpid(-1, &status, __WALL);
+    if (p < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(125);
+    }
+    if (p != cmd) continue;
+    if (WIFEXITED(status)) report(c.reportFd, ReportMessage::CommandExited, WEXITSTATUS(status), "");
+    else if (WIFSIGNALED(status)) report(c.reportFd, ReportMessage::CommandSignaled, WTERMSIG(status), "");
+    ::_exit(0);
+  }
+}
+
+}  // namespace akad::box

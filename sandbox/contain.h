@@ -1,0 +1,51 @@
+#pragma once
+// The ordered containment steps, run in the sandbox's processes after clone: the init
+// (pid 1 of the new pid namespace, still real root, builds the namespaces' contents) and the
+// command (drops to the sandbox uid, sheds privileges, installs seccomp, execs).
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/result.h"
+#include "sandbox/devices.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/spec.h"
+
+namespace akad::box {
+
+// One record on the report pipe from the sandbox's init or command to akabox. Smaller than
+// PIPE_BUF, so each write arrives whole.
+struct ReportMessage {
+  enum Kind : int32_t { SetupFailed = 1, ExecFailed = 2, CommandExited = 3, CommandSignaled = 4 };
+  int32_t kind = 0;
+  int32_t value = 0;  // exit code, signal number, or errno
+  char text[480] = {};
+};
+
+// What the cloned init needs; every fd here is inherited from akabox and close-on-exec.
+struct ContainContext {
+  const SandboxSpec* spec = nullptr;
+  SeccompPolicy* policy = nullptr;  // null: no filter
+  uid_t outsideUid = 0;
+  gid_t outsideGid = 0;
+  std::vector<DevicePassthrough> devices;
+  std::vector<std::string> cgroupJoinFiles;  // v1: `tasks` files the init writes "0" to
+  int lifelineFd = -1;  // read end of a pipe akabox never writes: EOF means akabox is gone
+  int reportFd = -1;    // write end of the report pipe (subproc.h's ReportMessage)
+  int notifySockFd = -1;  // unix socket the command sends the seccomp listener fd over
+  int stdinFd = -1;     // host file for stdin, or -1 for /dev/null
+  int stdoutFd = -1;    // write ends of the capture pipes
+  int stderrFd = -1;
+};
+
+// pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.
+[[noreturn]] void runSandboxInit(const ContainContext& c);
+
+// Steps, one file each.
+Status bringUpLoopback();                        // net.cc
+Status dropCapabilities();                       // caps.cc (also no_new_privs)
+Status applyRlimits(const SandboxSpec& spec);    // rlimits.cc
+
+}  // namespace akad::box

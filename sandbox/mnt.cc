@@ -1,0 +1,250 @@
+#include "sandbox/mnt.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace akad::box {
+namespace {
+
+// The host's tree stays reachable here until it is detached at the end of set-up.
+constexpr const char* kOldRoot = "/.oldroot";
+constexpr const char* kStaging = "/tmp";
+
+const char* const kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"};
+// /etc is not bound whole: only what programs need to run, resolve names and find libraries.
+// Small files are copied into the root tmpfs rather than bound: every mount costs at set-up
+// and again at tear-down, and these few KiB do not.
+const char* const kEtcCopied[] = {
+    "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d", "localtime", "timezone", "os-release", "protocols", "services", "debian_version",
+    "lsb-release"};
+// Directories with many entries (alternatives: hundreds of symlinks) are cheaper to bind.
+const char* const kEtcBound[] = {"alternatives", "ssl", "ca-certificates"};
+constexpr off_t kMaxCopiedFile = 1 << 20;
+
+Status sysMount(const char* src, const std::string& dst, const char* type, unsigned long flags, const char* data) {
+  if (::mount(src, dst.c_str(), type, flags, data) != 0)
+    return errnoError(std::string("mount(") + (src ? src : "none") + ", " + dst + ", " + (type ? type : "none") +
+                      ", flags=0x" + [&] { char b[32]; snprintf(b, sizeof b, "%lx", flags); return std::string(b); }() +
+                      (data ? std::string(", ") + data : std::string()) + ")");
+  return {};
+}
+
+Status makeDirs(const std::string& path, mode_t mode = 0755) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    std::string sub = path.substr(0, pos);
+    if (::mkdir(sub.c_str(), mode) != 0 && errno != EEXIST) return errnoError("cannot create directory '" + sub + "' in the sandbox root");
+  }
+  return {};
+}
+
+Status makeMountPoint(const std::string& dst, bool dir) {
+  if (dir) return makeDirs(dst);
+  if (auto st = makeDirs(dst.substr(0, dst.rfind('/'))); !st) return st;
+  int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return errnoError("cannot create mount point '" + dst + "' in the sandbox");
+  ::close(fd);
+  return {};
+}
+
+// Binds host path `src` (as seen under the old root) at `dst`. Read-only binds need a second
+// remount: MS_RDONLY is ignored on the initial MS_BIND.
+Status bindMount(const std::string& hostSrc, const std::string& dst, bool rw, unsigned long extra = MS_NOSUID | MS_NODEV) {
+  std::string src = std::string(kOldRoot) + hostSrc;
+  struct stat st {};
+  if (::stat(src.c_str(), &st) != 0) return errnoError("bind source '" + hostSrc + "' does not exist or is not reachable");
+  if (auto s = makeMountPoint(dst, S_ISDIR(st.st_mode)); !s) return s;
+  if (auto s = sysMount(src.c_str(), dst, nullptr, MS_BIND, nullptr); !s) return s;
+  return sysMount(nullptr, dst, nullptr, MS_REMOUNT | MS_BIND | extra | (rw ? 0 : MS_RDONLY), nullptr);
+}
+
+// A symlink in the host root (/bin -> usr/bin on merged-/usr systems) is recreated, not bound.
+Status copySymlinkOrBind(const std::string& hostPath, const std::string& dst) {
+  std::string src = std::string(kOldRoot) + hostPath;
+  struct stat st {};
+  if (::lstat(src.c_str(), &st) != 0) return {};  // absent on this host: skip
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    ssize_t n = ::readlink(src.c_str(), target, sizeof(target) - 1);
+    if (n < 0) return errnoError("readlink('" + hostPath + "')");
+    target[n] = '\0';
+    if (::symlink(target, dst.c_str()) != 0 && errno != EEXIST) return errnoError("symlink('" + dst + "')");
+    return {};
+  }
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return {};
+  return bindMount(hostPath, dst, false);
+}
+
+// Copies a host file, a symlink, or a directory of small files (ld.so.conf.d) into the tmpfs.
+Status copyIntoRoot(const std::string& hostPath, const std::string& dst, int depth = 0) {
+  std::string src = std::string(kOldRoot) + hostPath;
+  struct stat st {};
+  if (::lstat(src.c_str(), &st) != 0) return {};  // absent on this host: skip
+  if (S_ISLNK(st.st_mode)) return copySymlinkOrBind(hostPath, dst);
+  if (S_ISDIR(st.st_mode) && depth == 0) {
+    DIR* d = ::opendir(src.c_str());
+    if (!d) return errnoError("opendir('" + hostPath + "')");
+    if (::mkdir(dst.c_str(), 0755) != 0 && errno != EEXIST) {
+      ::closedir(d);
+      return errnoError("mkdir('" + dst + "')");
+    }
+    Status result;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      if (auto s = copyIntoRoot(hostPath + "/" + n, dst + "/" + n, depth + 1); !s) {
+        result = s;
+        break;
+      }
+    }
+    ::closedir(d);
+    return result;
+  }
+  if (!S_ISREG(st.st_mode)) return {};
+  if (st.st_size > kMaxCopiedFile) return bindMount(hostPath, dst, false);
+  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return errnoError("open('" + hostPath + "')");
+  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    ::close(in);
+    return errnoError("create('" + dst + "') in the sandbox root");
+  }
+  off_t left = st.st_size;
+  while (left > 0) {
+    ssize_t n = ::sendfile(out, in, nullptr, static_cast<size_t>(left));
+    if (n <= 0) break;
+    left -= n;
+  }
+  ::close(in);
+  ::close(out);
+  if (left > 0) return errnoError("copying '" + hostPath + "' into the sandbox root");
+  return {};
+}
+
+Status writeSmallFile(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errnoError("cannot create '" + path + "' in the sandbox");
+  ssize_t n = ::write(fd, text.data(), text.size());
+  ::close(fd);
+  if (n != static_cast<ssize_t>(text.size())) return errnoError("cannot write '" + path + "'");
+  return {};
+}
+
+Status mountHostSystem(const SandboxSpec& spec) {
+  for (const char* d : kHostSystemDirs)
+    if (auto st = copySymlinkOrBind(std::string("/") + d, std::string("/") + d); !st) return st;
+  if (::mkdir("/etc", 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
+  for (const char* e : kEtcCopied)
+    if (auto st = copyIntoRoot(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
+  for (const char* e : kEtcBound)
+    if (auto st = copySymlinkOrBind(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
+  // Tools (getpass, ssh, Python's site) look the running uid up; give it a name and a home.
+  std::string home = spec.workspace.empty() ? "/tmp" : "/workspace";
+  if (auto st = writeSmallFile("/etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nakabox:x:" + std::to_string(spec.uid) + ":" +
+                                                  std::to_string(spec.gid) + ":akabox:" + home + ":/bin/sh\n");
+      !st)
+    return st;
+  return writeSmallFile("/etc/group", "root:x:0:\nakabox:x:" + std::to_string(spec.gid) + ":\n");
+}
+
+// A prepared root: every top-level entry is bound read-only (or its symlink recreated); the
+// directories akabox provides itself are skipped.
+Status mountPreparedRoot(const std::string& root) {
+  std::string dir = std::string(kOldRoot) + root;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return errnoError("cannot open root directory '" + root + "'");
+  Status result;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == ".." || n == "proc" || n == "dev" || n == "tmp" || n == "workspace" || n == ".oldroot") continue;
+    if (auto st = copySymlinkOrBind(root + "/" + n, "/" + n); !st) {
+      result = st;
+      break;
+    }
+  }
+  ::closedir(d);
+  return result;
+}
+
+Status mountDev(const std::vector<DevicePassthrough>& devices) {
+  if (::mkdir("/dev", 0755) != 0) return errnoError("mkdir /dev in the sandbox root");
+  if (auto st = sysMount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=512k"); !st) return st;
+  struct Node {
+    const char* name;
+    unsigned maj, min;
+  };
+  // mknod is cheaper than one bind mount per node; the device cgroup allows exactly these.
+  for (const Node& n : {Node{"null", 1, 3}, Node{"zero", 1, 5}, Node{"full", 1, 7}, Node{"random", 1, 8},
+                        Node{"urandom", 1, 9}, Node{"tty", 5, 0}}) {
+    std::string p = std::string("/dev/") + n.name;
+    if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0) return errnoError("mknod(" + p + ")");
+  }
+  if (::mkdir("/dev/pts", 0755) != 0 || ::mkdir("/dev/shm", 01777) != 0) return errnoError("mkdir /dev/pts, /dev/shm");
+  if (auto st = sysMount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !st) return st;
+  if (auto st = sysMount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"); !st) return st;
+  struct Link {
+    const char* target;
+    const char* path;
+  };
+  for (const Link& l : {Link{"pts/ptmx", "/dev/ptmx"}, Link{"/proc/self/fd", "/dev/fd"}, Link{"/proc/self/fd/0", "/dev/stdin"},
+                        Link{"/proc/self/fd/1", "/dev/stdout"}, Link{"/proc/self/fd/2", "/dev/stderr"}})
+    if (::symlink(l.target, l.path) != 0) return errnoError(std::string("symlink(") + l.path + ")");
+  for (const auto& d : devices)
+    if (auto st = bindMount(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
+  return {};
+}
+
+Status mountTmpfs(const std::string& dst, uint64_t size) {
+  if (auto st = makeDirs(dst); !st) return st;
+  std::string data = "mode=1777";
+  if (size) data += ",size=" + std::to_string(size);
+  return sysMount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, data.c_str());
+}
+
+}  // namespace
+
+Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
+  // Nothing we mount may propagate back to the host, and nothing the host mounts later
+  // should appear in the sandbox.
+  if (auto st = sysMount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr); !st) return st;
+  // The new root is a tmpfs; pivot_root needs it to be a mount point. It is mounted over the
+  // host's /tmp only inside this namespace, and after pivot_root the whole host tree
+  // (including the real /tmp) is reachable under /.oldroot for the binds.
+  if (auto st = sysMount("tmpfs", kStaging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m"); !st) return st;
+  std::string put = std::string(kStaging) + kOldRoot;
+  if (::mkdir(put.c_str(), 0700) != 0) return errnoError("mkdir " + put);
+  if (::syscall(SYS_pivot_root, kStaging, put.c_str()) != 0) return errnoError(std::string("pivot_root(") + kStaging + ", " + put + ")");
+  if (::chdir("/") != 0) return errnoError("chdir(/) after pivot_root");
+
+  if (spec.root == "host") {
+    if (auto st = mountHostSystem(spec); !st) return st;
+  } else {
+    if (auto st = mountPreparedRoot(spec.root); !st) return st;
+  }
+  if (auto st = mountDev(devices); !st) return st;
+  if (auto st = makeDirs("/proc"); !st) return st;
+  // A fresh proc for the new pid namespace: the sandbox sees its own processes only.
+  if (auto st = sysMount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !st) return st;
+  if (auto st = mountTmpfs("/tmp", 0); !st) return st;
+  for (const auto& t : spec.tmpfs)
+    if (auto st = mountTmpfs(t.dst, t.sizeBytes); !st) return st;
+  if (!spec.workspace.empty())
+    if (auto st = bindMount(spec.workspace, "/workspace", true); !st) return st;
+  for (const auto& b : spec.binds)
+    if (auto st = bindMount(b.src, b.dst, b.rw); !st) return st;
+
+  if (::umount2(kOldRoot, MNT_DETACH) != 0) return errnoError(std::string("umount2(") + kOldRoot + ", MNT_DETACH)");
+  if (::rmdir(kOldRoot) != 0) return errnoError(std::string("rmdir(") + kOldRoot + ")");
+  return sysMount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
+}
+
+}  // namespace akad::box

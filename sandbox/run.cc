@@ -1,0 +1,172 @@
+#include "sandbox/run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "sandbox/cgroup.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/subproc.h"
+
+namespace akad::box {
+namespace {
+
+// A sandbox started with a closed stdout would get its pipes at fd 1 and 2; keep 0-2 taken.
+void ensureStdFds() {
+  for (int fd = 0; fd < 3; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", O_RDWR);
+}
+
+SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
+  if (ex.setupError) return SandboxStatus::SetupFailed;
+  switch (ex.killedFor) {
+    case KillReason::WallTime: return SandboxStatus::WallTimeout;
+    case KillReason::CpuTime: return SandboxStatus::CpuTimeout;
+    case KillReason::OutputLimit: return SandboxStatus::OutputLimit;
+    case KillReason::Cancelled:
+    case KillReason::None: break;
+  }
+  if (ex.commandSignaled && ex.signal == SIGXFSZ) return SandboxStatus::OutputLimit;
+  if (ex.commandSignaled && ex.signal == SIGXCPU) return SandboxStatus::CpuTimeout;
+  if (oomKilled) return SandboxStatus::Oom;
+  return ex.commandSignaled ? SandboxStatus::Signaled : SandboxStatus::Exited;
+}
+
+}  // namespace
+
+SandboxResult runSandbox(const SandboxSpec& spec) {
+  ensureStdFds();
+  ::signal(SIGPIPE, SIG_IGN);
+  if (::geteuid() != 0) return setupFailure("akabox must run as root (it creates cgroups and mounts); run it through akad or sudo");
+  if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
+    return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
+
+  auto ids = outsideIds(spec);
+  if (!ids) return setupFailure(ids.error().message);
+  auto policy = loadSeccompPolicy(spec.seccomp);
+  if (!policy) return setupFailure(policy.error().message);
+
+  CgroupLimits limits;
+  limits.memoryBytes = spec.memoryBytes;
+  limits.pids = spec.pids;
+  limits.cpus = spec.cpus;
+  // Without a limit that kills, the command and its children end normally and wait4's rusage
+  // is exact; only then is the extra v1 hierarchy skipped.
+  limits.cpuAccounting = spec.cpuTimeS > 0 || spec.wallTimeS > 0 || spec.memoryBytes > 0 || spec.outputLimitBytes > 0;
+  limits.allowedDevices = standardDeviceRules();
+  std::vector<DevicePassthrough> devices;
+  for (const auto& path : spec.devices) {
+    auto d = resolveDevice(path);
+    if (!d) return setupFailure(d.error().message);
+    limits.allowedDevices.push_back(d->rule);
+    devices.push_back(*d);
+  }
+
+  auto version = detectCgroupVersion(spec.cgroupBackend);
+  if (!version) return setupFailure(version.error().message);
+  auto cgroup = createSandboxCgroup(*version, spec.cgroupParent, limits);
+  if (!cgroup) return setupFailure("cgroup " + std::string(cgroupVersionName(*version)) + ": " + cgroup.error().message);
+
+  OutputCapture output(spec.outputLimitBytes);
+  if (auto st = output.open(spec.stdoutPath, spec.stderrPath); !st) return setupFailure(st.error().message);
+  UniqueFd stdinFile;
+  if (!spec.stdinPath.empty()) {
+    stdinFile.reset(::open(spec.stdinPath.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!stdinFile.valid()) return setupFailure(errnoError("cannot open stdin file '" + spec.stdinPath + "'").message);
+  }
+
+  SpawnRequest req;
+  req.spec = &spec;
+  req.policy = policy->get();
+  req.cgroup = cgroup->get();
+  req.output = &output;
+  req.outsideUid = ids->first;
+  req.outsideGid = ids->second;
+  req.devices = devices;
+  req.stdinFd = stdinFile.get();
+  auto ex = runSupervised(req);
+
+  SandboxResult r;
+  r.cgroupBackend = cgroupVersionName(*version);
+  r.seccompViolationsReported = req.policy && req.policy->reportsViolations();
+  r.stdoutBytes = output.stdoutBytes();
+  r.stderrBytes = output.stderrBytes();
+  r.truncated = output.truncated();
+  CgroupUsage usage = (*cgroup)->usage();
+  Status removed = (*cgroup)->remove();
+  if (!ex) {
+    r = setupFailure(ex.error().message);
+    r.cgroupBackend = cgroupVersionName(*version);
+    if (!removed) r.message += "; clean-up: " + removed.error().message;
+    return r;
+  }
+  r.oomKilled = usage.oomKills > 0;
+  r.status = decideStatus(*ex, r.oomKilled);
+  r.wallS = ex->wallS;
+  r.userS = static_cast<double>(ex->usage.ru_utime.tv_sec) + static_cast<double>(ex->usage.ru_utime.tv_usec) * 1e-6;
+  r.sysS = static_cast<double>(ex->usage.ru_stime.tv_sec) + static_cast<double>(ex->usage.ru_stime.tv_usec) * 1e-6;
+  r.cpuS = r.userS + r.sysS;
+  if (usage.cpuNs && *usage.cpuNs / 1e9 > r.cpuS) {
+    // Processes killed with the sandbox never reach wait4; the cgroup saw them all.
+    r.cpuS = static_cast<double>(*usage.cpuNs) / 1e9;
+    if (usage.userNs && usage.sysNs) {
+      r.userS = static_cast<double>(*usage.userNs) / 1e9;
+      r.sysS = static_cast<double>(*usage.sysNs) / 1e9;
+    }
+  }
+  r.peakMemoryBytes = usage.peakMemoryBytes.value_or(static_cast<uint64_t>(ex->usage.ru_maxrss) * 1024);
+  r.pidsPeak = usage.pidsPeak;
+  for (const auto& n : ex->violations.names()) r.seccompViolations.push_back(n);
+  if (ex->commandSignaled && ex->signal == SIGSYS && req.policy)
+    r.seccompViolations.push_back("SIGSYS (killed by a seccomp kill/trap action; syscall unknown)");
+  if (ex->setupError) {
+    r.message = *ex->setupError;
+    r.exitStatus = ex->setupExitCode;
+  } else {
+    if (ex->commandExited) r.exitCode = ex->exitCode;
+    if (ex->commandSignaled) r.signal = ex->signal;
+    r.exitStatus = ex->commandExited ? ex->exitCode : 128 + ex->signal;
+    if (ex->killedFor == KillReason::Cancelled)
+      r.message = "akabox was stopped by signal " + std::to_string(ex->cancelSignal) + "; the sandbox was killed";
+  }
+  if (!removed) {
+    r.message += (r.message.empty() ? "" : "; ") + std::string("clean-up: ") + removed.error().message;
+    if (r.status != SandboxStatus::SetupFailed) r.exitStatus = 125;
+  }
+  return r;
+}
+
+Status deliverResult(const SandboxSpec& spec, const SandboxResult& result) {
+  std::string text = resultToJson(result).dump() + "\n";
+  auto writeAll = [&](int fd) -> Status {
+    size_t off = 0;
+    while (off < text.size()) {
+      ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errnoError("cannot write the result");
+      }
+      off += static_cast<size_t>(n);
+    }
+    return {};
+  };
+  if (spec.resultFd >= 0) return writeAll(spec.resultFd);
+  if (!spec.resultPath.empty()) {
+    UniqueFd fd(::open(spec.resultPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) return errnoError("cannot open result file '" + spec.resultPath + "'");
+    return writeAll(fd.get());
+  }
+  std::string line = resultSummary(result) + "\n";
+  (void)!::write(2, line.data(), line.size());
+  return {};
+}
+
+Result<int> cleanupLeftovers(const std::string& parent, CgroupBackendChoice backend) {
+  auto version = detectCgroupVersion(backend);
+  if (!version) return version.error();
+  return cleanupCgroupParent(*version, parent);
+}
+
+}  // namespace akad::box

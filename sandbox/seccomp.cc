@@ -1,0 +1,364 @@
+#include "sandbox/seccomp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "akad/version.h"
+#include "common/unique_fd.h"
+
+namespace akad::box {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxPolicyBytes = 4 << 20;
+
+struct Action {
+  uint32_t value = SCMP_ACT_KILL_PROCESS;
+  bool isErrno = false;
+  int err = 0;
+};
+
+Result<Action> parseAction(const json& entry, const char* actionKey, const char* errnoKey, int defaultErrno,
+                           const std::string& where) {
+  if (!entry.contains(actionKey) || !entry[actionKey].is_string())
+    return Error{where + ": '" + actionKey + "' must be a string such as \"SCMP_ACT_ALLOW\""};
+  const std::string a = entry[actionKey].get<std::string>();
+  Action act;
+  if (a == "SCMP_ACT_ALLOW") act.value = SCMP_ACT_ALLOW;
+  else if (a == "SCMP_ACT_KILL" || a == "SCMP_ACT_KILL_THREAD") act.value = SCMP_ACT_KILL_THREAD;
+  else if (a == "SCMP_ACT_KILL_PROCESS") act.value = SCMP_ACT_KILL_PROCESS;
+  else if (a == "SCMP_ACT_TRAP") act.value = SCMP_ACT_TRAP;
+  else if (a == "SCMP_ACT_LOG") act.value = SCMP_ACT_LOG;
+  else if (a == "SCMP_ACT_ERRNO") {
+    int e = defaultErrno;
+    if (entry.contains(errnoKey)) {
+      if (!entry[errnoKey].is_number_unsigned() || entry[errnoKey].get<uint64_t>() > 4095)
+        return Error{where + ": '" + errnoKey + "' must be an errno number (0-4095)"};
+      e = entry[errnoKey].get<int>();
+    }
+    act.value = SCMP_ACT_ERRNO(e);
+    act.isErrno = true;
+    act.err = e;
+  } else if (a == "SCMP_ACT_TRACE" || a == "SCMP_ACT_NOTIFY") {
+    return Error{where + ": action " + a + " is not supported (akabox is not a tracer and owns the notifier)"};
+  } else {
+    return Error{where + ": unknown action '" + a + "'"};
+  }
+  return act;
+}
+
+Result<scmp_compare> parseOp(const std::string& op, const std::string& where) {
+  static const std::map<std::string, scmp_compare> ops = {
+      {"SCMP_CMP_NE", SCMP_CMP_NE}, {"SCMP_CMP_LT", SCMP_CMP_LT}, {"SCMP_CMP_LE", SCMP_CMP_LE},
+      {"SCMP_CMP_EQ", SCMP_CMP_EQ}, {"SCMP_CMP_GE", SCMP_CMP_GE}, {"SCMP_CMP_GT", SCMP_CMP_GT},
+      {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ}};
+  auto it = ops.find(op);
+  if (it == ops.end()) return Error{where + ": unknown argument operator '" + op + "'"};
+  return it->second;
+}
+
+// Compat architectures that can run on the native one; a listed architecture that cannot
+// (aarch64 in an x86-64 policy) is irrelevant here and ignored.
+bool isCompatArch(uint32_t native, uint32_t arch) {
+  if (native == SCMP_ARCH_X86_64) return arch == SCMP_ARCH_X86 || arch == SCMP_ARCH_X32;
+  if (native == SCMP_ARCH_AARCH64) return arch == SCMP_ARCH_ARM;
+  return false;
+}
+
+}  // namespace
+
+int SeccompPolicy::errnoFor(int) const { return defaultErrno_; }
+
+int SeccompPolicy::install(int* notifyFd) const {
+  *notifyFd = -1;
+  sock_fprog prog{static_cast<unsigned short>(program_.size()), const_cast<sock_filter*>(program_.data())};
+  unsigned flags = notify_ ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+  long rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+  if (rc < 0) return errno;
+  if (notify_) *notifyFd = static_cast<int>(rc);
+  return 0;
+}
+
+std::string SeccompPolicy::serialize() const {
+  std::string out = "akabox-seccomp-1 " + std::to_string(notify_ ? 1 : 0) + " " + std::to_string(defaultErrno_) + " " +
+                    std::to_string(program_.size()) + "\n";
+  out.append(reinterpret_cast<const char*>(program_.data()), program_.size() * sizeof(sock_filter));
+  return out;
+}
+
+std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(const std::string& bytes, const std::string& source) {
+  auto nl = bytes.find('\n');
+  if (nl == std::string::npos) return nullptr;
+  std::istringstream head(bytes.substr(0, nl));
+  std::string magic;
+  int notify = 0, err = 0;
+  size_t count = 0;
+  if (!(head >> magic >> notify >> err >> count) || magic != "akabox-seccomp-1") return nullptr;
+  if (count == 0 || count > BPF_MAXINSNS || bytes.size() - nl - 1 != count * sizeof(sock_filter)) return nullptr;
+  std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
+  p->notify_ = notify != 0;
+  p->defaultErrno_ = err;
+  p->source_ = source;
+  p->program_.resize(count);
+  std::memcpy(p->program_.data(), bytes.data() + nl + 1, count * sizeof(sock_filter));
+  return p;
+}
+
+Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy, const std::string& source) {
+  if (!policy.is_object()) return Error{"seccomp policy " + source + ": expected a JSON object"};
+  std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
+  p->source_ = source;
+
+  int defaultErrno = EPERM;
+  if (policy.contains("defaultErrnoRet")) {
+    if (!policy["defaultErrnoRet"].is_number_unsigned()) return Error{"seccomp policy " + source + ": 'defaultErrnoRet' must be an errno number"};
+    defaultErrno = policy["defaultErrnoRet"].get<int>();
+  }
+  auto def = parseAction(policy, "defaultAction", "defaultErrnoRet", defaultErrno, "seccomp policy " + source);
+  if (!def) return def.error();
+  p->defaultErrno_ = def->isErrno ? def->err : EPERM;
+
+  // First pass: gather rules, so we know whether the notifier can be used before building.
+  struct Rule {
+    std::string name;
+    int nr;
+    Action act;
+    std::vector<scmp_arg_cmp> args;
+  };
+  std::vector<Rule> rules;
+  std::set<std::string> unconditionalAllow;
+  if (policy.contains("syscalls")) {
+    if (!policy["syscalls"].is_array()) return Error{"seccomp policy " + source + ": 'syscalls' must be a list"};
+    size_t i = 0;
+    for (const auto& entry : policy["syscalls"]) {
+      std::string where = "seccomp policy " + source + ", syscalls[" + std::to_string(i++) + "]";
+      if (!entry.is_object()) return Error{where + ": expected an object"};
+      std::vector<std::string> names;
+      if (entry.contains("names")) {
+        if (!entry["names"].is_array()) return Error{where + ": 'names' must be a list of syscall names"};
+        for (const auto& n : entry["names"]) {
+          if (!n.is_string()) return Error{where + ": syscall names must be strings"};
+          names.push_back(n.get<std::string>());
+        }
+      } else if (entry.contains("name") && entry["name"].is_string()) {
+        names.push_back(entry["name"].get<std::string>());
+      } else {
+        return Error{where + ": needs 'names'"};
+      }
+      auto act = parseAction(entry, "action", "errnoRet", EPERM, where);
+      if (!act) return act.error();
+      std::vector<scmp_arg_cmp> args;
+      if (entry.contains("args") && !entry["args"].is_null()) {
+        if (!entry["args"].is_array()) return Error{where + ": 'args' must be a list"};
+        for (const auto& a : entry["args"]) {
+          if (!a.is_object() || !a.contains("index") || !a["index"].is_number_unsigned() || a["index"].get<unsigned>() > 5 ||
+              !a.contains("op") || !a["op"].is_string() || !a.contains("value") || !a["value"].is_number_unsigned())
+            return Error{where + ": each argument needs index (0-5), op and an unsigned value"};
+          auto op = parseOp(a["op"].get<std::string>(), where);
+          if (!op) return op.error();
+          uint64_t v2 = a.contains("valueTwo") && a["valueTwo"].is_number_unsigned() ? a["valueTwo"].get<uint64_t>() : 0;
+          args.push_back(scmp_arg_cmp{a["index"].get<unsigned>(), *op, a["value"].get<uint64_t>(), v2});
+        }
+      }
+      for (const auto& name : names) {
+        int nr = seccomp_syscall_resolve_name(name.c_str());
+        if (nr == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture (as Docker does)
+        if (act->value == SCMP_ACT_ALLOW && args.empty()) unconditionalAllow.insert(name);
+        rules.push_back(Rule{name, nr, *act, args});
+      }
+    }
+  }
+  // Only the default action is reported: explicit errno rules (clone3 -> ENOSYS so that libc
+  // falls back to clone) are expected answers, not violations. The listener fd is handed to
+  // akabox with sendmsg after the filter is loaded, so sendmsg and execve must be allowed.
+  p->notify_ = def->isErrno && unconditionalAllow.count("sendmsg") && unconditionalAllow.count("execve");
+  const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def->value;
+  struct CtxOwner {
+    scmp_filter_ctx ctx;
+    ~CtxOwner() { if (ctx) seccomp_release(ctx); }
+  } owner{seccomp_init(defaultAction)};
+  scmp_filter_ctx ctx = owner.ctx;
+  if (!ctx) return Error{"seccomp policy " + source + ": seccomp_init failed"};
+  // Syscalls of an architecture the policy does not list (e.g. int 0x80 on x86-64) kill.
+  seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
+  // Binary-tree dispatch: a long allow-list costs O(log n) per syscall instead of O(n).
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  if (policy.contains("architectures") && policy["architectures"].is_array()) {
+    const uint32_t native = seccomp_arch_native();
+    for (const auto& a : policy["architectures"]) {
+      if (!a.is_string()) return Error{"seccomp policy " + source + ": architectures must be strings"};
+      std::string name = a.get<std::string>();
+      std::string lower = name.rfind("SCMP_ARCH_", 0) == 0 ? name.substr(10) : name;
+      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      uint32_t arch = seccomp_arch_resolve_name(lower.c_str());
+      if (arch == 0) return Error{"seccomp policy " + source + ": unknown architecture '" + name + "'"};
+      if (isCompatArch(native, arch)) {
+        int rc = seccomp_arch_add(ctx, arch);
+        if (rc < 0 && rc != -EEXIST) return Error{"seccomp policy " + source + ": cannot add architecture " + name};
+      }
+    }
+  }
+  for (const auto& r : rules) {
+    const uint32_t action = r.act.value;
+    if (action == defaultAction) continue;  // libseccomp refuses rules that repeat the default
+    // Several conditions on the same argument cannot be ANDed by libseccomp; like runc, add
+    // one rule per condition (OR) in that case.
+    bool repeatedIndex = false;
+    for (size_t a = 0; a < r.args.size(); ++a)
+      for (size_t b = a + 1; b < r.args.size(); ++b)
+        if (r.args[a].arg == r.args[b].arg) repeatedIndex = true;
+    std::vector<std::vector<scmp_arg_cmp>> sets;
+    if (repeatedIndex) {
+      for (const auto& a : r.args) sets.push_back({a});
+    } else {
+      sets.push_back(r.args);
+    }
+    for (const auto& set : sets) {
+      int rc = seccomp_rule_add_array(ctx, action, r.nr, static_cast<unsigned>(set.size()), set.empty() ? nullptr : set.data());
+      if (rc < 0 && rc != -EEXIST)
+        return Error{"seccomp policy " + source + ": cannot add the rule for '" + r.name + "': " + std::strerror(-rc)};
+    }
+  }
+  // Export the generated program; the sandbox loads it with seccomp(2) directly.
+  UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "akabox-seccomp", MFD_CLOEXEC)));
+  if (!mem.valid()) return errnoError("memfd_create for the seccomp program");
+  if (int rc = seccomp_export_bpf(ctx, mem.get()); rc < 0)
+    return Error{"seccomp policy " + source + ": cannot generate the filter: " + std::strerror(-rc)};
+  off_t size = ::lseek(mem.get(), 0, SEEK_END);
+  if (size <= 0 || size % static_cast<off_t>(sizeof(sock_filter)) != 0) return Error{"seccomp policy " + source + ": bad generated filter"};
+  p->program_.resize(static_cast<size_t>(size) / sizeof(sock_filter));
+  if (::pread(mem.get(), p->program_.data(), static_cast<size_t>(size), 0) != size) return errnoError("reading the seccomp program back");
+  if (p->program_.size() > BPF_MAXINSNS) return Error{"seccomp policy " + source + ": the filter is too long (" + std::to_string(p->program_.size()) + " instructions)"};
+  return p;
+}
+
+namespace {
+
+std::string cacheDir() {
+  const char* d = std::getenv("AKABOX_CACHE_DIR");
+  return (d && *d) ? d : "/run/akabox/seccomp";
+}
+
+// The cache is trusted only when root owns it and nobody else can write it.
+bool trustedDir(const std::string& dir, bool create) {
+  if (create) {
+    std::string cur;
+    std::stringstream ss(dir);
+    std::string part;
+    while (std::getline(ss, part, '/')) {
+      if (part.empty()) continue;
+      cur += "/" + part;
+      ::mkdir(cur.c_str(), 0700);
+    }
+  }
+  struct stat st {};
+  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 022) == 0;
+}
+
+std::string readSmall(const std::string& path, size_t limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return {};
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || st.st_uid != 0 || (st.st_mode & 022) || static_cast<size_t>(st.st_size) > limit) return {};
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  if (::read(fd.get(), out.data(), out.size()) != static_cast<ssize_t>(out.size())) return {};
+  return out;
+}
+
+void writeCache(const std::string& dir, const std::string& key, const std::string& bytes) {
+  if (!trustedDir(dir, true)) return;
+  std::string tmp = dir + "/." + key + "." + std::to_string(::getpid());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return;
+  bool ok = ::write(fd.get(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  fd.reset();
+  if (!ok || ::rename(tmp.c_str(), (dir + "/" + key).c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& nameOrPath) {
+  if (nameOrPath == "none") return std::unique_ptr<SeccompPolicy>();
+  // Same rule as akad::dataRoot() (common/paths.h), which lives in a library akabox avoids.
+  const char* dataDir = std::getenv("AKAD_DATA_DIR");
+  std::string root = (dataDir && *dataDir) ? dataDir : kSourceRoot;
+  std::string path = nameOrPath == "default" ? root + "/policies/default.json" : nameOrPath;
+  // Sized by fstat: zero-filling a 4 MiB buffer on every spawn would cost milliseconds.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError("cannot open seccomp policy '" + path + "'");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return errnoError("cannot stat seccomp policy '" + path + "'");
+  if (static_cast<size_t>(st.st_size) > kMaxPolicyBytes) return Error{"seccomp policy '" + path + "' is larger than 4 MiB"};
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  if (::read(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) return errnoError("cannot read seccomp policy '" + path + "'");
+
+  const std::string source = "'" + path + "'";
+  // The key covers everything the program depends on: the policy's bytes, libseccomp's
+  // version (it generates the code) and the architecture.
+  // The cache file also holds these exact bytes and is used only if they match, so the
+  // (fast, non-cryptographic) key only has to spread entries, not resist collisions.
+  const scmp_version* v = seccomp_version();
+  const std::string identity = text + "|libseccomp " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                               std::to_string(v->micro) + "|arch " + std::to_string(seccomp_arch_native()) + "|format 1";
+  uint64_t fnv = 1469598103934665603ull;
+  for (unsigned char ch : identity) fnv = (fnv ^ ch) * 1099511628211ull;
+  char keyBuf[32];
+  std::snprintf(keyBuf, sizeof(keyBuf), "%016llx.bpf", static_cast<unsigned long long>(fnv));
+  const std::string key = keyBuf;
+  const std::string dir = cacheDir();
+  if (::geteuid() == 0 && trustedDir(dir, false)) {
+    std::string bytes = readSmall(dir + "/" + key, 8 << 20);
+    if (bytes.size() > identity.size() + 1 && bytes.compare(0, identity.size(), identity) == 0 && bytes[identity.size()] == '\0')
+      if (auto cached = SeccompPolicy::deserialize(bytes.substr(identity.size() + 1), source)) return cached;
+  }
+  json parsed;
+  try {
+    parsed = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return Error{"seccomp policy '" + path + "' is not valid JSON: " + e.what()};
+  }
+  auto compiled = SeccompPolicy::compile(parsed, source);
+  if (!compiled) return compiled.error();
+  if (::geteuid() == 0) writeCache(dir, key, identity + '\0' + (*compiled)->serialize());
+  return compiled;
+}
+
+bool SeccompViolations::handle(int fd, const SeccompPolicy& policy) {
+  struct seccomp_notif* req = nullptr;
+  struct seccomp_notif_resp* resp = nullptr;
+  if (seccomp_notify_alloc(&req, &resp) != 0) return false;
+  bool alive = true;
+  int rc = seccomp_notify_receive(fd, req);
+  if (rc == 0) {
+    ++count_;
+    char* name = seccomp_syscall_resolve_num_arch(req->data.arch, req->data.nr);
+    names_.insert(name ? std::string(name) : "syscall " + std::to_string(req->data.nr));
+    std::free(name);
+    resp->id = req->id;
+    resp->val = 0;
+    resp->flags = 0;
+    resp->error = -policy.errnoFor(req->data.nr);
+    (void)seccomp_notify_respond(fd, resp);  // ENOENT: the caller died meanwhile
+  } else if (rc != -ENOENT && rc != -EINTR) {
+    alive = false;
+  }
+  seccomp_notify_free(req, resp);
+  return alive;
+}
+
+}  // namespace akad::box

@@ -1,0 +1,351 @@
+#include "sandbox/spec.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace akad::box {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMaxSpecBytes = 1 << 20;
+
+// Fields whose flags append to the file's list instead of replacing it.
+const std::set<std::string> kListFields = {"binds", "tmpfs", "devices"};
+const std::set<std::string> kKnownFields = {
+    "root", "binds", "workspace", "tmpfs", "env", "memory", "pids", "cpus", "cpu_time",
+    "wall_time", "output_limit", "net", "seccomp", "uid", "gid", "outside_uid", "outside_gid",
+    "stdin", "stdout", "stderr", "result", "result_fd", "devices", "cgroup_parent",
+    "cgroup_backend", "hostname", "cwd", "command_is_pid1", "command"};
+
+Error fieldError(const std::string& field, const std::string& why) {
+  return Error{"spec field '" + field + "': " + why};
+}
+
+Result<std::string> asString(const json& v, const std::string& field) {
+  if (!v.is_string()) return fieldError(field, "expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+Result<uint64_t> asCount(const json& v, const std::string& field) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_string()) {
+    auto r = parseSize(v.get<std::string>());
+    if (!r) return fieldError(field, r.error().message);
+    return *r;
+  }
+  return fieldError(field, "expected a non-negative integer or a size string, got " + v.dump());
+}
+
+Result<double> asSeconds(const json& v, const std::string& field) {
+  double d;
+  if (v.is_number()) {
+    d = v.get<double>();
+  } else if (v.is_string()) {
+    try {
+      size_t used = 0;
+      d = std::stod(v.get<std::string>(), &used);
+      if (used != v.get<std::string>().size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      return fieldError(field, "expected seconds, got " + v.dump());
+    }
+  } else {
+    return fieldError(field, "expected seconds, got " + v.dump());
+  }
+  if (!std::isfinite(d) || d < 0 || d > 1e7) return fieldError(field, "seconds out of range: " + v.dump());
+  return d;
+}
+
+Result<uint32_t> asId(const json& v, const std::string& field) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 10)
+      return fieldError(field, "expected an id number, got " + v.dump());
+    uint64_t n = std::stoull(s);
+    if (n > 0xFFFFFFFEull) return fieldError(field, "id out of range");
+    return static_cast<uint32_t>(n);
+  }
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > 0xFFFFFFFEull)
+    return fieldError(field, "expected an id number, got " + v.dump());
+  return static_cast<uint32_t>(v.get<uint64_t>());
+}
+
+bool isAbsoluteClean(const std::string& p) {
+  if (p.empty() || p[0] != '/') return false;
+  std::stringstream ss(p);
+  std::string part;
+  while (std::getline(ss, part, '/'))
+    if (part == "..") return false;
+  return true;
+}
+
+// "SRC:DST[:rw|ro]" or {"src":..,"dst":..,"rw":bool}
+Result<BindMount> parseBind(const json& v) {
+  BindMount b;
+  if (v.is_object()) {
+    if (!v.contains("src") || !v["src"].is_string()) return fieldError("binds", "entry needs a string 'src': " + v.dump());
+    b.src = v["src"].get<std::string>();
+    b.dst = v.value("dst", b.src);
+    if (v.contains("rw") && !v["rw"].is_boolean()) return fieldError("binds", "'rw' must be true or false: " + v.dump());
+    b.rw = v.value("rw", false);
+  } else if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    std::vector<std::string> parts;
+    std::stringstream ss(s);
+    std::string part;
+    while (std::getline(ss, part, ':')) parts.push_back(part);
+    if (parts.size() < 1 || parts.size() > 3) return fieldError("binds", "expected SRC:DST[:rw], got '" + s + "'");
+    b.src = parts[0];
+    b.dst = parts.size() >= 2 ? parts[1] : parts[0];
+    if (parts.size() == 3) {
+      if (parts[2] == "rw") b.rw = true;
+      else if (parts[2] != "ro") return fieldError("binds", "mode must be rw or ro in '" + s + "'");
+    }
+  } else {
+    return fieldError("binds", "expected \"SRC:DST[:rw]\" or an object, got " + v.dump());
+  }
+  if (!isAbsoluteClean(b.src)) return fieldError("binds", "source must be an absolute path without '..': '" + b.src + "'");
+  if (!isAbsoluteClean(b.dst) || b.dst == "/") return fieldError("binds", "destination must be an absolute path below / without '..': '" + b.dst + "'");
+  return b;
+}
+
+Result<TmpfsMount> parseTmpfs(const json& v) {
+  TmpfsMount t;
+  if (v.is_object()) {
+    if (!v.contains("dst") || !v["dst"].is_string()) return fieldError("tmpfs", "entry needs a string 'dst': " + v.dump());
+    t.dst = v["dst"].get<std::string>();
+    if (v.contains("size")) {
+      auto s = asCount(v["size"], "tmpfs.size");
+      if (!s) return s.error();
+      t.sizeBytes = *s;
+    }
+  } else if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    auto colon = s.find(':');
+    t.dst = s.substr(0, colon);
+    if (colon != std::string::npos) {
+      auto size = parseSize(s.substr(colon + 1));
+      if (!size) return fieldError("tmpfs", size.error().message + " in '" + s + "'");
+      t.sizeBytes = *size;
+    }
+  } else {
+    return fieldError("tmpfs", "expected \"DST[:SIZE]\" or an object, got " + v.dump());
+  }
+  if (!isAbsoluteClean(t.dst) || t.dst == "/") return fieldError("tmpfs", "destination must be an absolute path below / without '..': '" + t.dst + "'");
+  return t;
+}
+
+// env may be given as {"K": "V"} or as ["K=V", ...] (the --env flag's form).
+json envAsObject(const json& v) {
+  if (!v.is_array()) return v;
+  json o = json::object();
+  for (const auto& e : v) {
+    if (!e.is_string()) return v;  // left for validation to reject
+    std::string kv = e.get<std::string>();
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) return v;
+    o[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return o;
+}
+
+json mergeFlags(const json& fileIn, const json& flagsIn) {
+  json merged = fileIn.is_object() ? fileIn : json::object();
+  json flags = flagsIn.is_object() ? flagsIn : json::object();
+  if (merged.contains("env")) merged["env"] = envAsObject(merged["env"]);
+  if (flags.contains("env")) flags["env"] = envAsObject(flags["env"]);
+  for (auto it = flags.begin(); it != flags.end(); ++it) {
+    const std::string& key = it.key();
+    if (kListFields.count(key) && merged.contains(key) && merged[key].is_array() && it->is_array()) {
+      for (const auto& e : *it) merged[key].push_back(e);
+    } else if (key == "env" && merged.contains("env") && merged["env"].is_object() && it->is_object()) {
+      for (auto e = it->begin(); e != it->end(); ++e) merged["env"][e.key()] = e.value();
+    } else {
+      merged[key] = *it;
+    }
+  }
+  return merged;
+}
+
+}  // namespace
+
+Result<uint64_t> parseSize(const std::string& text) {
+  if (text.empty()) return Error{"empty size"};
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 19) return Error{"invalid size '" + text + "' (expected e.g. 512M, 4G or bytes)"};
+  uint64_t n = std::stoull(text.substr(0, i));
+  std::string unit = text.substr(i);
+  unsigned shift = 0;
+  if (unit.empty() || unit == "B" || unit == "b") shift = 0;
+  else if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB") shift = 10;
+  else if (unit == "M" || unit == "m" || unit == "MB" || unit == "MiB") shift = 20;
+  else if (unit == "G" || unit == "g" || unit == "GB" || unit == "GiB") shift = 30;
+  else if (unit == "T" || unit == "t" || unit == "TB" || unit == "TiB") shift = 40;
+  else return Error{"invalid size unit in '" + text + "' (use K, M, G or T)"};
+  if (shift && n > (UINT64_MAX >> shift)) return Error{"size '" + text + "' is too large"};
+  return n << shift;
+}
+
+Result<json> loadSpecFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errnoError("cannot open spec file '" + path + "'");
+  std::string text;
+  char buf[16384];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxSpecBytes) return Error{"spec file '" + path + "' is larger than 1 MiB"};
+  }
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) {
+    try {
+      [[maybe_unused]] auto again = json::parse(text);
+    } catch (const json::parse_error& e) {
+      return Error{"spec file '" + path + "' is not valid JSON: " + e.what()};
+    }
+    return Error{"spec file '" + path + "' is not valid JSON"};
+  }
+  if (!j.is_object()) return Error{"spec file '" + path + "' must hold a JSON object"};
+  return j;
+}
+
+Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
+  json j = mergeFlags(file, flags);
+  SandboxSpec s;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!kKnownFields.count(it.key())) return fieldError(it.key(), "unknown field (see docs/akabox.md)");
+
+  auto str = [&](const char* f, std::string& out) -> Status {
+    if (!j.contains(f)) return {};
+    auto r = asString(j[f], f);
+    if (!r) return r.error();
+    out = *r;
+    return {};
+  };
+#define AKABOX_TRY(expr) do { if (auto st_ = (expr); !st_) return st_.error(); } while (0)
+  AKABOX_TRY(str("root", s.root));
+  AKABOX_TRY(str("workspace", s.workspace));
+  AKABOX_TRY(str("cpus", s.cpus));
+  AKABOX_TRY(str("seccomp", s.seccomp));
+  AKABOX_TRY(str("stdin", s.stdinPath));
+  AKABOX_TRY(str("stdout", s.stdoutPath));
+  AKABOX_TRY(str("stderr", s.stderrPath));
+  AKABOX_TRY(str("result", s.resultPath));
+  AKABOX_TRY(str("cgroup_parent", s.cgroupParent));
+  AKABOX_TRY(str("hostname", s.hostname));
+  AKABOX_TRY(str("cwd", s.cwd));
+
+  if (s.root != "host" && !isAbsoluteClean(s.root)) return fieldError("root", "must be 'host' or an absolute directory path");
+  if (!s.workspace.empty() && !isAbsoluteClean(s.workspace)) return fieldError("workspace", "must be an absolute path without '..'");
+  if (!s.cwd.empty() && !isAbsoluteClean(s.cwd)) return fieldError("cwd", "must be an absolute path inside the sandbox");
+  if (!s.cpus.empty() && s.cpus.find_first_not_of("0123456789,-") != std::string::npos)
+    return fieldError("cpus", "expected a CPU list such as 0-3,6, got '" + s.cpus + "'");
+  if (s.hostname.empty() || s.hostname.size() > 64) return fieldError("hostname", "must be 1 to 64 characters");
+  if (s.cgroupParent.empty() || s.cgroupParent[0] == '/' || s.cgroupParent.find("..") != std::string::npos ||
+      s.cgroupParent.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./@") != std::string::npos)
+    return fieldError("cgroup_parent", "must be a relative cgroup path of [A-Za-z0-9-_./@] without '..', got '" + s.cgroupParent + "'");
+
+  if (j.contains("binds")) {
+    if (!j["binds"].is_array()) return fieldError("binds", "expected a list");
+    for (const auto& e : j["binds"]) {
+      auto b = parseBind(e);
+      if (!b) return b.error();
+      s.binds.push_back(*b);
+    }
+  }
+  if (j.contains("tmpfs")) {
+    if (!j["tmpfs"].is_array()) return fieldError("tmpfs", "expected a list");
+    for (const auto& e : j["tmpfs"]) {
+      auto t = parseTmpfs(e);
+      if (!t) return t.error();
+      s.tmpfs.push_back(*t);
+    }
+  }
+  if (j.contains("devices")) {
+    if (!j["devices"].is_array()) return fieldError("devices", "expected a list of device paths");
+    for (const auto& e : j["devices"]) {
+      auto d = asString(e, "devices");
+      if (!d) return d.error();
+      if (!isAbsoluteClean(*d)) return fieldError("devices", "device path must be absolute: '" + *d + "'");
+      s.devices.push_back(*d);
+    }
+  }
+  if (j.contains("env")) {
+    if (!j["env"].is_object()) return fieldError("env", "expected an object of KEY: VALUE strings or a list of \"KEY=VALUE\"");
+    for (auto e = j["env"].begin(); e != j["env"].end(); ++e) {
+      if (!e->is_string()) return fieldError("env", "value of '" + e.key() + "' must be a string");
+      if (e.key().empty() || e.key().find('=') != std::string::npos || e.key().find('\0') != std::string::npos)
+        return fieldError("env", "invalid variable name '" + e.key() + "'");
+      s.env[e.key()] = e->get<std::string>();
+    }
+  }
+  if (j.contains("memory")) { auto r = asCount(j["memory"], "memory"); if (!r) return r.error(); s.memoryBytes = *r; }
+  if (j.contains("pids")) { auto r = asCount(j["pids"], "pids"); if (!r) return r.error(); s.pids = *r; }
+  if (j.contains("output_limit")) { auto r = asCount(j["output_limit"], "output_limit"); if (!r) return r.error(); s.outputLimitBytes = *r; }
+  if (j.contains("cpu_time")) { auto r = asSeconds(j["cpu_time"], "cpu_time"); if (!r) return r.error(); s.cpuTimeS = *r; }
+  if (j.contains("wall_time")) { auto r = asSeconds(j["wall_time"], "wall_time"); if (!r) return r.error(); s.wallTimeS = *r; }
+  if (s.memoryBytes != 0 && s.memoryBytes < (1u << 20)) return fieldError("memory", "must be at least 1M");
+  if (j.contains("uid")) { auto r = asId(j["uid"], "uid"); if (!r) return r.error(); s.uid = *r; }
+  if (j.contains("gid")) { auto r = asId(j["gid"], "gid"); if (!r) return r.error(); s.gid = *r; }
+  if (j.contains("outside_uid")) { auto r = asId(j["outside_uid"], "outside_uid"); if (!r) return r.error(); s.outsideUid = *r; }
+  if (j.contains("outside_gid")) { auto r = asId(j["outside_gid"], "outside_gid"); if (!r) return r.error(); s.outsideGid = *r; }
+  if (j.contains("result_fd")) {
+    auto r = asId(j["result_fd"], "result_fd");
+    if (!r || *r > 65535) return fieldError("result_fd", "expected a file descriptor number");
+    s.resultFd = static_cast<int>(*r);
+  }
+  if (j.contains("net")) {
+    auto r = asString(j["net"], "net");
+    if (!r) return r.error();
+    if (*r == "none") s.net = NetMode::None;
+    else if (*r == "host") s.net = NetMode::Host;
+    else return fieldError("net", "must be 'none' or 'host', got '" + *r + "'");
+  }
+  if (j.contains("cgroup_backend")) {
+    auto r = asString(j["cgroup_backend"], "cgroup_backend");
+    if (!r) return r.error();
+    if (*r == "auto") s.cgroupBackend = CgroupBackendChoice::Auto;
+    else if (*r == "v1") s.cgroupBackend = CgroupBackendChoice::V1;
+    else if (*r == "v2") s.cgroupBackend = CgroupBackendChoice::V2;
+    else return fieldError("cgroup_backend", "must be auto, v1 or v2, got '" + *r + "'");
+  }
+  if (j.contains("command_is_pid1")) {
+    if (!j["command_is_pid1"].is_boolean()) return fieldError("command_is_pid1", "must be true or false");
+    s.commandIsPid1 = j["command_is_pid1"].get<bool>();
+  }
+  if (j.contains("command")) {
+    if (!j["command"].is_array()) return fieldError("command", "expected a list of strings");
+    for (const auto& e : j["command"]) {
+      auto a = asString(e, "command");
+      if (!a) return a.error();
+      s.command.push_back(*a);
+    }
+  }
+  if (s.command.empty()) return fieldError("command", "no command given (akabox run [options] -- COMMAND [ARG...])");
+#undef AKABOX_TRY
+  return s;
+}
+
+Result<std::pair<uid_t, gid_t>> outsideIds(const SandboxSpec& spec) {
+  uid_t ou = 100000 + spec.uid;
+  gid_t og = 100000 + spec.gid;
+  if (!spec.workspace.empty()) {
+    struct stat st {};
+    if (::stat(spec.workspace.c_str(), &st) != 0) return errnoError("cannot stat workspace '" + spec.workspace + "'");
+    if (!S_ISDIR(st.st_mode)) return Error{"workspace '" + spec.workspace + "' is not a directory"};
+    // The agent must be able to write its workspace, so by default the sandbox uid is whoever
+    // the caller made own it; a root-owned workspace falls back to the unprivileged default.
+    if (st.st_uid != 0) ou = st.st_uid;
+    if (st.st_gid != 0) og = st.st_gid;
+  }
+  if (spec.outsideUid) ou = *spec.outsideUid;
+  if (spec.outsideGid) og = *spec.outsideGid;
+  if (ou == 0 || og == 0) return Error{"refusing to map the sandbox to root (uid/gid 0) outside"};
+  return std::make_pair(ou, og);
+}
+
+}  // namespace akad::box

@@ -1,0 +1,102 @@
+// SandboxSpec parsing: flags and spec files share field names; bad input names the field.
+
+#include <gtest/gtest.h>
+
+#include "sandbox/seccomp.h"
+#include "sandbox/spec.h"
+
+namespace akad::box {
+namespace {
+
+using nlohmann::json;
+
+TEST(SandboxSpec, FlagsOverrideScalarsAndExtendLists) {
+  json file = {{"memory", "1G"}, {"binds", {"/a:/a"}}, {"env", {{"A", "1"}, {"B", "2"}}}, {"command", {"/bin/true"}}};
+  json flags = {{"memory", "512M"}, {"binds", {"/b:/c:rw"}}, {"env", {"B=3", "C=4"}}, {"wall_time", "2.5"}};
+  auto s = parseSpec(file, flags);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->memoryBytes, 512ull << 20);
+  ASSERT_EQ(s->binds.size(), 2u);
+  EXPECT_EQ(s->binds[1].src, "/b");
+  EXPECT_EQ(s->binds[1].dst, "/c");
+  EXPECT_TRUE(s->binds[1].rw);
+  EXPECT_FALSE(s->binds[0].rw);
+  EXPECT_EQ(s->env, (std::map<std::string, std::string>{{"A", "1"}, {"B", "3"}, {"C", "4"}}));
+  EXPECT_DOUBLE_EQ(s->wallTimeS, 2.5);
+  EXPECT_EQ(s->uid, 1000u);
+  EXPECT_EQ(s->net, NetMode::None);
+}
+
+TEST(SandboxSpec, BadFieldsAreNamed) {
+  auto check = [](const json& j, const std::string& field) {
+    json full = j;
+    full["command"] = {"/bin/true"};
+    auto s = parseSpec(full, json::object());
+    ASSERT_FALSE(s.ok()) << j.dump();
+    EXPECT_NE(s.error().message.find("'" + field + "'"), std::string::npos) << s.error().message;
+  };
+  check({{"memory", "lots"}}, "memory");
+  check({{"net", "bridge"}}, "net");
+  check({{"binds", {"relative:/x"}}}, "binds");
+  check({{"binds", {"/x:/y:rx"}}}, "binds");
+  check({{"tmpfs", {"/t:huge"}}}, "tmpfs");
+  check({{"wall_time", -1}}, "wall_time");
+  check({{"uid", "root"}}, "uid");
+  check({{"cgroup_parent", "../escape"}}, "cgroup_parent");
+  check({{"surprise", 1}}, "surprise");
+  auto noCommand = parseSpec(json::object(), json::object());
+  ASSERT_FALSE(noCommand.ok());
+  EXPECT_NE(noCommand.error().message.find("command"), std::string::npos);
+}
+
+TEST(SandboxSpec, SizesParse) {
+  EXPECT_EQ(*parseSize("123"), 123u);
+  EXPECT_EQ(*parseSize("4K"), 4096u);
+  EXPECT_EQ(*parseSize("512M"), 512ull << 20);
+  EXPECT_EQ(*parseSize("4G"), 4ull << 30);
+  EXPECT_FALSE(parseSize("").ok());
+  EXPECT_FALSE(parseSize("12Q").ok());
+  EXPECT_FALSE(parseSize("99999999999999999999T").ok());
+}
+
+TEST(SandboxSpec, NeverMapsToRootOutside) {
+  SandboxSpec s;
+  s.command = {"/bin/true"};
+  s.outsideUid = 0;
+  EXPECT_FALSE(outsideIds(s).ok());
+  SandboxSpec d;
+  auto ids = outsideIds(d);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->first, 101000u);
+}
+
+TEST(SeccompPolicy, BadPoliciesAreRejectedWithWhere) {
+  auto bad = [](const json& p, const std::string& needle) {
+    auto r = SeccompPolicy::compile(p, "test");
+    ASSERT_FALSE(r.ok()) << p.dump();
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  };
+  bad({{"defaultAction", "SCMP_ACT_MAYBE"}}, "unknown action");
+  bad({{"defaultAction", "SCMP_ACT_ERRNO"}, {"syscalls", {{{"names", {"read"}}, {"action", "SCMP_ACT_TRACE"}}}}}, "syscalls[0]");
+  bad({{"defaultAction", "SCMP_ACT_ERRNO"}, {"syscalls", {{{"names", {"read"}}, {"action", "SCMP_ACT_ALLOW"}, {"args", {{{"index", 9}}}}}}}},
+      "index");
+  bad({{"defaultAction", "SCMP_ACT_ERRNO"}, {"architectures", {"SCMP_ARCH_PDP11"}}}, "architecture");
+}
+
+TEST(SeccompPolicy, DefaultPolicyCompilesAndReports) {
+  auto p = loadSeccompPolicy("default");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(*p);
+  EXPECT_TRUE((*p)->reportsViolations());
+  EXPECT_GT((*p)->instructionCount(), 50u);
+  EXPECT_EQ((*p)->errnoFor(165 /* mount */), 1);
+  auto none = loadSeccompPolicy("none");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none);
+  auto missing = loadSeccompPolicy("/nonexistent/policy.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("/nonexistent/policy.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace akad::box
