@@ -88,10 +88,15 @@ TEST_F(AkactlTest, JsonOnEverySubcommand) {
   EXPECT_EQ(parse({"--json", "ping"}).at("pong"), true);
   EXPECT_EQ(parse({"ping", "--json", "--count", "20"}).at("count"), 20);
   EXPECT_EQ(parse({"info", "--json"}).at("protocol_version"), 1);
-  json sub = parse({"submit", "--json", "cpu/softmax", "--option", "seed=7", "--option", "mode=fast", "--label", "j"});
+  json sub = parse({"submit", "--json", "cpu/softmax", "--option", "agent_time_limit_s=7", "--option", "gpu_model=H200", "--label", "j"});
   std::string id = sub.at("run").at("id");
-  EXPECT_EQ(sub.at("run").at("params").at("options").at("seed"), 7);
-  EXPECT_EQ(sub.at("run").at("params").at("options").at("mode"), "fast");
+  // Typed as JSON where they parse: a number stays a number, text stays text.
+  EXPECT_EQ(sub.at("run").at("params").at("options").at("agent_time_limit_s"), 7);
+  EXPECT_EQ(sub.at("run").at("params").at("options").at("gpu_model"), "H200");
+  // Unknown options are refused at the border instead of being stored and ignored.
+  auto unknown = ctl({"submit", "cpu/softmax", "--option", "mode=fast"});
+  EXPECT_EQ(unknown.exitCode, 1);
+  EXPECT_NE(unknown.err.find("unknown option \"mode\""), std::string::npos) << unknown.err;
   EXPECT_EQ(parse({"status", "--json"}).at("runs").at(0).at("id"), id);
   EXPECT_EQ(parse({"status", "--json", "--state", "queued"}).at("runs").size(), 1u);
   EXPECT_EQ(parse({"status", id, "--json"}).at("attempts").size(), 1u);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "tests/daemon/harness.h"
 
 #include <fcntl.h>
@@ -33,8 +34,21 @@ TempDir::~TempDir() {
 fs::path writeFakeTasks(const fs::path& root) {
   fs::path tasks = root / "tasks";
   for (const char* id : {"cpu/softmax", "cpu/vecadd", "hip2hip/gemm"}) {
-    fs::create_directories(tasks / id);
-    std::ofstream(tasks / id / "task.yaml") << "id: " << fs::path(id).filename().string() << "\n";
+    // A minimal but valid task: the daemon validates every task.yaml it is asked to run.
+    const fs::path dir = tasks / id;
+    for (const char* sub : {"workspace", "harness", "solution"}) fs::create_directories(dir / sub);
+    std::ofstream(dir / "workspace" / "kernel.cpp") << "// baseline\n";
+    std::ofstream(dir / "solution" / "kernel.cpp") << "// solution\n";
+    std::ofstream(dir / "task.yaml")
+        << "id: " << fs::path(id).filename().string() << "\n"
+        << "suite: " << fs::path(id).parent_path().string() << "\n"
+        << "title: fake task for protocol tests\n"
+        << "prompt: nothing to do\n"
+        << "harness: cpp\n"
+        << "editable: [kernel.cpp]\n"
+        << "build: {reference: [\"true\"], candidate: [\"true\"]}\n"
+        << "configs:\n  visible: [{name: v1, n: 1}]\n  held_out: [{name: h1, n: 2}]\n"
+        << "tolerances: {f32: {atol: 0.0, rtol: 0.0}}\n";
   }
   // Shared harness code has no task.yaml and must not count as a task.
   fs::create_directories(tasks / "common" / "cpp");
@@ -145,6 +159,11 @@ Result<std::unique_ptr<DaemonProcess>> DaemonProcess::start(const Paths& paths,
                                                             const std::vector<std::string>& extraArgs) {
   std::vector<std::string> argv{akadBinary().string(), "--socket", paths.socket.string(), "--state-dir",
                                 paths.stateDir.string(), "--tasks-dir", paths.tasksDir.string()};
+  // The protocol tests want runs to stay queued: no executor unless a test asks for workers.
+  if (std::find(extraArgs.begin(), extraArgs.end(), "--workers") == extraArgs.end()) {
+    argv.push_back("--workers");
+    argv.push_back("0");
+  }
   argv.insert(argv.end(), extraArgs.begin(), extraArgs.end());
   auto child = ChildProcess::spawn(argv);
   if (!child) return child.error();
