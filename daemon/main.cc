@@ -24,6 +24,7 @@
 #include "daemon/events.h"
 #include "daemon/gpu_leases.h"
 #include "daemon/methods.h"
+#include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline_methods.h"
 #include "daemon/scheduler.h"
 #include "daemon/snapshot/store.h"
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   std::string imagesDir = (dataRoot() / "images").string();
   std::string akacheck;
   uid_t sandboxUid = 101000;
+  std::string cgroupParent = "akad";
   app.set_version_flag("--version", std::string("akad ") + kVersion + " (protocol " +
                                         std::to_string(kProtocolVersion) + ")");
   app.add_option("--socket", socketPath, "Unix socket to listen on ($AKAD_SOCKET; /run/akad/akad.sock as root)")
@@ -132,6 +134,9 @@ int main(int argc, char** argv) {
                  "Unprivileged host uid (and gid) that owns what sandboxes write; akabox maps its uid to it")
       ->capture_default_str()
       ->check(CLI::Range(1u, 4294967294u));
+  app.add_option("--cgroup-parent", cgroupParent,
+                 "Cgroup under which every sandbox of this daemon is made (cleaned at start-up)")
+      ->capture_default_str();
   app.add_option("--akacheck", akacheck, "The trusted checker (default: beside akad, or the build tree)");
   try {
     app.parse(argc, argv);
@@ -175,6 +180,7 @@ int main(int argc, char** argv) {
   DaemonContext context{**store, events, catalog, socketPath, stateDir, std::chrono::steady_clock::now(),
                         nowIso8601(), "none (runs stay queued)", {}, nullptr, nullptr, nullptr, agentsDir, imagesDir};
 
+  setDefaultCgroupParent(cgroupParent);
   auto gpus = selectGpus(gpuList);
   if (!gpus) {
     log::error(gpus.error().message);

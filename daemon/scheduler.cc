@@ -20,9 +20,10 @@ namespace {
 // akabox processes die with it, but their cgroups stay).
 void cleanupStaleSandboxes() {
   const std::string akabox = akaboxPath().string();
+  const std::string parent = defaultCgroupParent();
   pid_t pid = ::fork();
   if (pid == 0) {
-    execl(akabox.c_str(), akabox.c_str(), "cleanup", "--cgroup-parent", "akad", static_cast<char*>(nullptr));
+    execl(akabox.c_str(), akabox.c_str(), "cleanup", "--cgroup-parent", parent.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   int status = 0;
@@ -69,7 +70,13 @@ void Scheduler::stop() {
   for (auto& t : threads) t.join();
 }
 
-void Scheduler::wake() { wake_.notify_all(); }
+void Scheduler::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    ++wakeups_;
+  }
+  wake_.notify_all();
+}
 
 void Scheduler::cancelRun(const std::string& runId) {
   std::lock_guard lock(mutex_);
@@ -117,9 +124,11 @@ void Scheduler::workerLoop(int worker) {
     return !a.needsGpu || gpus_.anyFree("");
   };
   for (;;) {
+    std::uint64_t seen = 0;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
+      seen = wakeups_;  // read before claiming, so a wake() during the claim is not lost
     }
     auto claimed = store_.claimNextAttempt(eligible);
     if (!claimed) {
@@ -129,8 +138,9 @@ void Scheduler::workerLoop(int worker) {
       execute(*claimed->first);
       continue;
     }
+    // Sleep until new work (wake) or a stop; the timeout also catches GPUs freed meanwhile.
     std::unique_lock lock(mutex_);
-    wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+    wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || wakeups_ != seen; });
   }
 }
 

@@ -74,6 +74,7 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  std::uint64_t wakeups_ = 0;  // bumped by wake(): new work may be there
   std::vector<std::thread> threads_;
   struct InFlight {
     std::string run_id;

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "sandbox/gpu.h"
 #include "sandbox/run.h"
 
 using nlohmann::json;
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
       {"--tmpfs", "tmpfs", "DST[:SIZE] private tmpfs (repeatable)"},
       {"--env", "env", "KEY=VALUE added to the environment (repeatable)"},
       {"--device", "devices", "device node bound into /dev and allowed in the device cgroup (repeatable)"},
+      {"--gpu", "gpus", "GPU id from discovery (nvidia0, amd1): its nodes, device cgroup rule and *_VISIBLE_DEVICES (repeatable)"},
   };
   run->add_option("--spec", specFile, "JSON spec; flags override it");
   for (const auto& f : scalars) run->add_option(f.flag, scalar[f.field], f.help);
@@ -126,6 +128,12 @@ int main(int argc, char** argv) {
     if (merged.contains("result") && merged["result"].is_string()) fallback.resultPath = merged["result"].get<std::string>();
     (void)box::deliverResult(fallback, box::setupFailure(spec.error().message));
     return 125;
+  }
+  if (!spec->gpus.empty()) {
+    if (auto st = box::applyGpuPassthrough(*spec); !st) {
+      (void)box::deliverResult(*spec, box::setupFailure(st.error().message));
+      return 125;
+    }
   }
   box::SandboxResult result = box::runSandbox(*spec);
   if (auto st = box::deliverResult(*spec, result); !st) {

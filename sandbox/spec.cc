@@ -15,11 +15,11 @@ using nlohmann::json;
 constexpr uint64_t kMaxSpecBytes = 1 << 20;
 
 // Fields whose flags append to the file's list instead of replacing it.
-const std::set<std::string> kListFields = {"binds", "tmpfs", "devices"};
+const std::set<std::string> kListFields = {"binds", "tmpfs", "devices", "gpus"};
 const std::set<std::string> kKnownFields = {
     "root", "binds", "workspace", "tmpfs", "env", "memory", "pids", "cpus", "cpu_time",
     "wall_time", "output_limit", "net", "seccomp", "uid", "gid", "outside_uid", "outside_gid",
-    "stdin", "stdout", "stderr", "result", "result_fd", "devices", "cgroup_parent",
+    "stdin", "stdout", "stderr", "result", "result_fd", "devices", "gpus", "cgroup_parent",
     "cgroup_backend", "hostname", "cwd", "command_is_pid1", "command"};
 
 Error fieldError(const std::string& field, const std::string& why) {
@@ -272,6 +272,17 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
       if (!d) return d.error();
       if (!isAbsoluteClean(*d)) return fieldError("devices", "device path must be absolute: '" + *d + "'");
       s.devices.push_back(*d);
+    }
+  }
+  if (j.contains("gpus")) {
+    if (!j["gpus"].is_array()) return fieldError("gpus", "expected a list of GPU ids (akactl gpus lists them)");
+    for (const auto& e : j["gpus"]) {
+      auto g = asString(e, "gpus");
+      if (!g) return g.error();
+      bool ok = !g->empty() && g->size() <= 32;
+      for (char c : *g) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'));
+      if (!ok) return fieldError("gpus", "'" + *g + "' is not a GPU id such as nvidia0 or amd1");
+      s.gpus.push_back(*g);
     }
   }
   if (j.contains("env")) {

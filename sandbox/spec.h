@@ -60,6 +60,8 @@ struct SandboxSpec {
   // Device nodes bound into /dev and allowed in the device cgroup. Hook for GPU passthrough:
   // the GPU layer turns `--gpu ID` into entries here.
   std::vector<std::string> devices;
+  // GPU ids from discovery (`--gpu nvidia0`); applyGpuPassthrough turns them into devices + env.
+  std::vector<std::string> gpus;
   std::string cgroupParent = "akabox";
   CgroupBackendChoice cgroupBackend = CgroupBackendChoice::Auto;
   std::string hostname = "akabox";

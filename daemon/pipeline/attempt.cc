@@ -1,5 +1,7 @@
 #include "daemon/pipeline/attempt.h"
 
+#include <chrono>
+
 #include "common/log.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/prepare.h"
@@ -20,6 +22,7 @@ void dropScoringData(const fs::path& workDir) {
 }  // namespace
 
 Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
+  const auto started = std::chrono::steady_clock::now();
   const Task& task = *plan.task;
   const fs::path dir = s.attempts_dir / std::to_string(plan.attempt_id);
   const fs::path logs = dir / "logs";
@@ -108,6 +111,13 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   if (!scored) return scored.error();
   for (auto& [k, v] : scored->items()) result[k] = v;
   result["scoring_dir"] = (scoreRoot / "gates").string();
+  // Where the time went: inside the commands (agent, builds, runners, checker) or in the
+  // pipeline itself (copies, sandbox set-up, snapshot, store).
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (s.scoring.canceller) {
+    const double inside = s.scoring.canceller->commandSeconds();
+    result["timing"] = {{"total_s", total}, {"in_commands_s", inside}, {"overhead_s", total - inside}};
+  }
   return result;
 }
 

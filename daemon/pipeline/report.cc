@@ -86,7 +86,8 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
 std::string runReportCsv(const std::vector<AttemptOutcome>& attempts) {
   std::ostringstream os;
   os << "attempt,task,state,compiled,correct,speedup,held_out_correct,held_out_speedup,score,failure\n";
-  for (const auto& row : runReport(attempts)["per_attempt"]) {
+  const json report = runReport(attempts);  // kept alive: the loop walks into it
+  for (const auto& row : report["per_attempt"]) {
     auto num = [](const json& v) { return v.is_number() ? std::to_string(v.get<double>()) : std::string(); };
     os << csvField(row["attempt"]) << ',' << csvField(row["task"]) << ',' << row["state"].get<std::string>() << ','
        << row["compiled"] << ',' << row["correct"] << ',' << num(row["speedup"]) << ','

@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 namespace akad {
 namespace {
 constexpr std::size_t kMaxResultBytes = 1 << 20;
+std::string g_cgroupParent = "akad";
 
 std::string formatSeconds(double s) {
   std::ostringstream os;
@@ -46,6 +47,9 @@ void SandboxCanceller::attach(pid_t pid) {
   if (cancelled_) ::kill(pid, SIGTERM);
 }
 void SandboxCanceller::detach() { pid_ = 0; }
+
+void setDefaultCgroupParent(const std::string& parent) { g_cgroupParent = parent; }
+const std::string& defaultCgroupParent() { return g_cgroupParent; }
 
 fs::path akaboxPath() {
   if (const char* env = std::getenv("AKABOX"); env != nullptr && *env != '\0') return env;
@@ -78,7 +82,7 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
   for (const auto& g : r.gpus) add("--gpu", g);
   if (!r.stdout_file.empty()) add("--stdout", r.stdout_file.string());
   if (!r.stderr_file.empty()) add("--stderr", r.stderr_file.string());
-  add("--cgroup-parent", r.cgroup_parent);
+  add("--cgroup-parent", r.cgroup_parent.empty() ? defaultCgroupParent() : r.cgroup_parent);
   add("--result-fd", "3");
   a.push_back("--");
   a.insert(a.end(), r.command.begin(), r.command.end());
@@ -147,6 +151,7 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
   out.exit_code = static_cast<int>(number("exit_code", -1));
   out.wall_s = number("wall_s", 0);
   out.cpu_s = number("cpu_s", 0);
+  if (canceller) canceller->addCommandSeconds(out.wall_s);
   return out;
 }
 

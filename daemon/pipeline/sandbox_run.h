@@ -38,8 +38,13 @@ struct SandboxRequest {
   std::vector<std::string> gpus;  // GPU ids from discovery (akabox --gpu)
   std::filesystem::path stdout_file;
   std::filesystem::path stderr_file;
-  std::string cgroup_parent = "akad";
+  std::string cgroup_parent;  // empty: defaultCgroupParent()
 };
+
+// The cgroup parent every sandbox of this daemon goes under (akad --cgroup-parent, default
+// "akad"); `akabox cleanup` of it at start-up removes what a killed daemon left.
+void setDefaultCgroupParent(const std::string& parent);
+const std::string& defaultCgroupParent();
 
 struct SandboxOutcome {
   nlohmann::json result;  // akabox's result JSON (docs/akabox.md)
@@ -52,18 +57,22 @@ struct SandboxOutcome {
   std::string describe() const;
 };
 
-// Lets another thread stop the sandbox in flight (a cancelled run, a daemon shutting down):
-// akabox gets SIGTERM and tears the sandbox down itself.
+// The sandboxes of one attempt: another thread can stop the one in flight (a cancelled run, a
+// daemon shutting down; akabox gets SIGTERM and tears the sandbox down itself), and the time
+// spent inside commands is summed, so the pipeline's own overhead can be told apart.
 class SandboxCanceller {
  public:
   void cancel();
   bool cancelled() const { return cancelled_; }
   void attach(pid_t pid);
   void detach();
+  void addCommandSeconds(double s) { commandMicros_ += static_cast<uint64_t>(s * 1e6); }
+  double commandSeconds() const { return static_cast<double>(commandMicros_.load()) / 1e6; }
 
  private:
   std::atomic<pid_t> pid_{0};
   std::atomic<bool> cancelled_{false};
+  std::atomic<uint64_t> commandMicros_{0};
 };
 
 // The akabox executable: $AKABOX, else beside the running akad, else the build tree.

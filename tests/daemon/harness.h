@@ -36,8 +36,8 @@ class TempDir {
   fs::path path_;
 };
 
-// tasks/cpu/softmax, tasks/cpu/vecadd, tasks/hip2hip/gemm, each with a task.yaml holding only
-// `id:` (the catalog only needs the file to exist). Returns the tasks root.
+// tasks/cpu/softmax, tasks/cpu/vecadd, tasks/hip2hip/gemm: minimal valid tasks (the daemon
+// validates every task it is asked to run) that build nothing. Returns the tasks root.
 fs::path writeFakeTasks(const fs::path& root);
 
 // True while `pid` exists (and is not a zombie of ours that was already reaped).

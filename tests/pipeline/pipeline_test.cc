@@ -1,0 +1,383 @@
+// The attempt pipeline end to end: the real akad (with its executor), akabox, the snapshot
+// store and the CPU suite, driven with the real akactl. Every test checks that no sandbox
+// process or cgroup of its daemon is left behind.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/daemon/harness.h"
+
+namespace akad::test {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string readFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Processes whose command line mentions `marker` (the test's state dir): akabox and whatever
+// runs in its sandboxes carries the attempt's paths in its arguments.
+std::vector<pid_t> processesMentioning(const std::string& marker) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    std::string cmd = readFile(fs::path("/proc") / e->d_name / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(marker) != std::string::npos && cmd.find("akad ") == std::string::npos &&
+        cmd.find("/akad --socket") == std::string::npos)
+      out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Cgroups left under the daemon's cgroup parent, in every hierarchy (v1 and v2).
+std::vector<fs::path> cgroupsUnder(const std::string& parent) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    for (const fs::path& p : {h.path() / parent, fs::path("/sys/fs/cgroup") / parent}) {
+      if (!fs::is_directory(p, ec)) continue;
+      for (const auto& c : fs::directory_iterator(p, ec))
+        if (c.is_directory()) out.push_back(c.path());
+    }
+  }
+  return out;
+}
+
+class PipelineDaemon {
+ public:
+  explicit PipelineDaemon(const std::string& tag) : parent_("akad-test-" + tag + "-" + std::to_string(::getpid())) {
+    paths_ = {dir_ / "akad.sock", dir_ / "state", AKAD_TEST_TASKS_DIR};
+  }
+  ~PipelineDaemon() { stop(); }
+
+  void start() {
+    auto d = DaemonProcess::start(paths_, {"--workers", "1", "--cgroup-parent", parent_, "--gpus", "none"});
+    ASSERT_TRUE(d) << d.error().message;
+    daemon_ = std::move(*d);
+  }
+  void stop() {
+    if (daemon_) {
+      daemon_->stop(SIGTERM);
+      daemon_.reset();
+    }
+  }
+  void kill9() {
+    ::kill(daemon_->pid(), SIGKILL);
+    daemon_->stop(SIGKILL);
+    daemon_.reset();
+  }
+
+  CommandResult ctl(const std::vector<std::string>& args, std::chrono::seconds timeout = 60s) {
+    std::vector<std::string> argv = {akactlBinary().string(), "--socket", paths_.socket.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return runCommand(argv, {}, timeout);
+  }
+  json ctlJson(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+    args.insert(args.begin(), "--json");
+    auto r = ctl(args, timeout);
+    EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+  std::string submit(const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"submit"};
+    a.insert(a.end(), args.begin(), args.end());
+    return ctlJson(a).at("run").at("id");
+  }
+  // Waits for the run to end and returns its attempts.
+  json waitRun(const std::string& id, std::chrono::seconds timeout = 600s) {
+    auto r = ctl({"watch", id, "--json"}, timeout);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    return ctlJson({"status", id}).at("attempts");
+  }
+  json runOne(const std::vector<std::string>& args) {
+    json attempts = waitRun(submit(args));
+    EXPECT_EQ(attempts.size(), 1u);
+    return attempts.at(0);
+  }
+
+  void expectNothingLeft() {
+    const std::string marker = paths_.stateDir.string();
+    for (int i = 0; i < 50 && !processesMentioning(marker).empty(); ++i) std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(processesMentioning(marker).empty()) << "a sandbox process outlived its attempt";
+    EXPECT_TRUE(cgroupsUnder(parent_).empty()) << "a sandbox cgroup was left under " << parent_;
+  }
+
+  const DaemonProcess::Paths& paths() const { return paths_; }
+  const std::string& cgroupParent() const { return parent_; }
+
+ private:
+  TempDir dir_;
+  DaemonProcess::Paths paths_;
+  std::string parent_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+// One daemon for the suite: trusted builds are cached per task version in its state dir.
+class PipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new PipelineDaemon("suite");
+    daemon_->start();
+  }
+  static void TearDownTestSuite() {
+    daemon_->stop();
+    daemon_->expectNothingLeft();
+    delete daemon_;
+  }
+  void TearDown() override { daemon_->expectNothingLeft(); }
+  static PipelineDaemon* daemon_;
+};
+PipelineDaemon* PipelineTest::daemon_ = nullptr;
+
+const json& result(const json& attempt) { return attempt.at("result"); }
+
+TEST_F(PipelineTest, ReferenceAgentBeatsTheBaselineOnEveryCpuTask) {
+  json attempts = daemon_->waitRun(daemon_->submit({"cpu", "--agent", "reference"}), 1200s);
+  ASSERT_GE(attempts.size(), 8u);
+  for (const json& a : attempts) {
+    SCOPED_TRACE(a.at("task_id").get<std::string>());
+    ASSERT_EQ(a.at("state"), "scored") << a.dump();
+    EXPECT_TRUE(result(a).at("correct").get<bool>()) << result(a).value("failure", "");
+    EXPECT_GT(result(a).at("speedup").get<double>(), 1.0);
+    EXPECT_TRUE(result(a).at("held_out_correct").get<bool>());
+    EXPECT_GT(result(a).at("score").get<double>(), 220.0);
+    EXPECT_EQ(result(a).at("snapshot").get<std::string>().size(), 64u);
+  }
+  // The report agrees with the attempts.
+  json report = daemon_->ctlJson({"report", attempts.at(0).at("run_id")}).at("report");
+  EXPECT_DOUBLE_EQ(report.at("correctness_rate").get<double>(), 1.0);
+  EXPECT_GT(report.at("geomean_speedup").get<double>(), 1.0);
+}
+
+TEST_F(PipelineTest, NoopAgentScoresAboutOne) {
+  json a = daemon_->runOne({"cpu/reduction", "--agent", "noop"});
+  ASSERT_EQ(a.at("state"), "scored");
+  EXPECT_TRUE(result(a).at("correct").get<bool>());
+  EXPECT_NEAR(result(a).at("speedup").get<double>(), 1.0, 0.25);
+  EXPECT_NEAR(result(a).at("held_out_speedup").get<double>(), 1.0, 0.35);
+}
+
+TEST_F(PipelineTest, BrokenAgentScoresZeroWithACompileReason) {
+  json a = daemon_->runOne({"cpu/reduction", "--agent", "broken"});
+  ASSERT_EQ(a.at("state"), "scored");
+  EXPECT_FALSE(result(a).at("compiled").get<bool>());
+  EXPECT_EQ(result(a).at("score").get<double>(), 0.0);
+  EXPECT_NE(result(a).at("failure").get<std::string>().find("compile"), std::string::npos);
+  EXPECT_NE(result(a).at("failure").get<std::string>().find("broken on purpose"), std::string::npos)
+      << "the compiler's own message should reach the user";
+  EXPECT_FALSE(result(a).at("gates").contains("correctness"));
+}
+
+TEST_F(PipelineTest, EditsOutsideTheAllowListAreIgnoredAndReported) {
+  // Loosen the tolerances, tamper with the harness copy, add a file: none of it may count.
+  json a = daemon_->runOne({"cpu/reduction", "--agent-command",
+                            "sed -i 's/1.0e-05/1.0/' configs.json && echo '#error tampered' >> harness/akacheck.cpp && "
+                            "echo x > notes.txt"});
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  const json& ignored = result(a).at("ignored_changes");
+  std::set<std::string> set(ignored.begin(), ignored.end());
+  EXPECT_TRUE(set.count("configs.json (changed)")) << ignored.dump();
+  EXPECT_TRUE(set.count("harness/akacheck.cpp (changed)")) << ignored.dump();
+  EXPECT_TRUE(set.count("notes.txt (added)")) << ignored.dump();
+  EXPECT_TRUE(result(a).at("correct").get<bool>()) << "the tampered harness copy must not be what is built";
+}
+
+TEST_F(PipelineTest, AgentFindsNoTrustedHarnessHeldOutConfigurationsOrSolution) {
+  const std::string tasks = AKAD_TEST_TASKS_DIR;
+  // Positive control first (it must see its own visible configurations), then the probes.
+  const std::string probe =
+      "grep -q v-1024x4096 configs.json || exit 2; "
+      "if grep -rqs 'h-1x4000037' / --include='*' -l 2>/dev/null | head -1 | grep -q .; then exit 3; fi; "
+      "test -e " + tasks + "/cpu/reduction/task.yaml && exit 4; "
+      "test -e /solution && exit 5; "
+      "test -e " + daemon_->paths().stateDir.string() + " && exit 6; "
+      "exit 0";
+  json a = daemon_->runOne({"cpu/reduction", "--agent-command", probe});
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  EXPECT_EQ(result(a).at("agent").at("exit_code"), 0) << "exit 2: probe broken; 3: held-out config visible; "
+                                                         "4: task folder visible; 5: solution; 6: state dir";
+}
+
+TEST_F(PipelineTest, HardCodedVisibleOutputsFailFreshSeedsAndHeldOut) {
+  // The agent runs the visible harness with a seed of its own and bakes the reference's answers
+  // for the visible shapes into the kernel.
+  const std::string script = R"PY(
+import json, os, struct, subprocess
+os.chdir('/workspace')
+subprocess.run(['make', '-s', '-f', 'harness/Makefile', 'reference'], check=True, capture_output=True)
+cfg = json.load(open('configs.json'))['configs']
+json.dump({'cases': [{'name': c['name'] + '.s0', 'config': c, 'seed': 12345} for c in cfg]}, open('/tmp/plan.json', 'w'))
+os.makedirs('/tmp/d', exist_ok=True)
+subprocess.run(['./reference', 'generate', '--plan', '/tmp/plan.json', '--data', '/tmp/d'], check=True)
+def first_tensor(path):
+    b = open(path, 'rb').read()
+    off = 8
+    n = struct.unpack_from('<H', b, off)[0]; off += 2 + n
+    rank = b[off + 1]; off += 2
+    dims = struct.unpack_from('<%dQ' % rank, b, off); off += 8 * rank
+    count = 1
+    for d in dims: count *= d
+    return struct.unpack_from('<%df' % count, b, off)
+src = ['#include <cstddef>', '#include <cstring>']
+body = []
+for i, c in enumerate(cfg):
+    vals = first_tensor('/tmp/d/%s.s0.ref.akt' % c['name'])
+    src.append('static const float t%d[] = {%s};' % (i, ','.join(repr(v) + 'f' for v in vals)))
+    body.append('  if (rows == %d && cols == %d) { std::memcpy(out, t%d, sizeof t%d); return; }' % (c['rows'], c['cols'], i, i))
+src.append('extern "C" void row_sum(const float* x, float* out, size_t rows, size_t cols) {')
+src += body
+src.append('  (void)x; std::memset(out, 0, rows * sizeof(float));\n}')
+open('kernel.cpp', 'w').write('\n'.join(src) + '\n')
+)PY";
+  json a = daemon_->runOne({"cpu/reduction", "--agent-command", "python3 - <<'EOF'\n" + script + "EOF\n"});
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  EXPECT_EQ(result(a).at("agent").at("exit_code"), 0) << "the cheating agent itself failed";
+  EXPECT_TRUE(result(a).at("compiled").get<bool>());
+  EXPECT_FALSE(result(a).at("correct").get<bool>()) << "answers for the agent's seed passed the scorer's seeds";
+  EXPECT_FALSE(result(a).at("held_out_correct").get<bool>());
+  EXPECT_EQ(result(a).at("score").get<double>(), 20.0);
+}
+
+TEST_F(PipelineTest, CachingResultsAcrossCallsFailsTheTimedCallCheck) {
+  // Correct on every fresh call, but once the same input buffer comes back five times in a row
+  // (a benchmark loop) it returns the remembered answer.
+  const std::string kernel = R"CPP(
+#include <cstddef>
+#include <vector>
+static const float* last = nullptr;
+static int streak = 0;
+static std::vector<float> memo;
+extern "C" void row_sum(const float* x, float* out, size_t rows, size_t cols) {
+  streak = (x == last) ? streak + 1 : 0;
+  last = x;
+  if (streak >= 5 && memo.size() == rows) { for (size_t r = 0; r < rows; ++r) out[r] = memo[r]; return; }
+  memo.assign(rows, 0.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (size_t c = 0; c < cols; ++c) s += x[r * cols + c];
+    out[r] = memo[r] = static_cast<float>(s);
+  }
+}
+)CPP";
+  json a = daemon_->runOne({"cpu/reduction", "--agent-command", "cat > kernel.cpp <<'EOF'\n" + kernel + "EOF\n"});
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  const json& gates = result(a).at("gates");
+  EXPECT_TRUE(gates.at("correctness").at("pass").get<bool>()) << "single calls are correct";
+  EXPECT_FALSE(gates.at("performance").at("pass").get<bool>());
+  EXPECT_NE(gates.at("performance").at("reason").get<std::string>().find("timed calls"), std::string::npos)
+      << gates.at("performance").dump();
+  EXPECT_FALSE(result(a).at("correct").get<bool>());
+}
+
+TEST_F(PipelineTest, AgentPastItsTimeLimitIsKilledAndItsPartialWorkspaceScored) {
+  json a = daemon_->runOne({"cpu/reduction", "--agent-time-limit", "2", "--agent-command",
+                            "printf '\\n// partial work\\n' >> kernel.cpp; sleep 600"});
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  const json& agent = result(a).at("agent");
+  EXPECT_TRUE(agent.at("timed_out").get<bool>()) << agent.dump();
+  EXPECT_EQ(agent.at("status"), "wall-timeout");
+  EXPECT_LT(agent.at("wall_s").get<double>(), 10.0);
+  EXPECT_TRUE(result(a).at("compiled").get<bool>()) << "the partial workspace is still scored";
+  EXPECT_TRUE(result(a).at("correct").get<bool>());
+}
+
+TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
+  json a = daemon_->runOne({"cpu/reduction", "--agent", "reference"});
+  ASSERT_EQ(a.at("state"), "scored");
+  const std::string sha = result(a).at("snapshot");
+  json r = daemon_->ctlJson({"reproduce", sha}, 600s);
+  EXPECT_EQ(r.at("original").at("id"), a.at("id"));
+  const json& again = r.at("reproduced");
+  ASSERT_EQ(again.at("state"), "scored") << again.dump();
+  EXPECT_TRUE(again.at("result").at("correct").get<bool>());
+  EXPECT_EQ(again.at("result").at("snapshot"), sha);
+  EXPECT_NE(again.at("result").at("seeds"), result(a).at("seeds")) << "a re-score draws fresh seeds";
+  const double s1 = result(a).at("speedup"), s2 = again.at("result").at("speedup");
+  EXPECT_GT(s2, 1.0);
+  EXPECT_LT(std::abs(s1 - s2) / s1, 0.5) << s1 << " vs " << s2;
+
+  // The archive can be fetched and checked by hand.
+  TempDir out;
+  auto exported = daemon_->ctl({"snapshot", "export", sha, "-o", (out / "a.tar.zst").string()});
+  ASSERT_EQ(exported.exitCode, 0) << exported.err;
+  auto verified = daemon_->ctl({"snapshot", "verify", (out / "a.tar.zst").string()});
+  EXPECT_EQ(verified.exitCode, 0) << verified.err << verified.out;
+}
+
+TEST_F(PipelineTest, InvalidSubmissionsAreRefusedAndTheDaemonCarriesOn) {
+  EXPECT_EQ(daemon_->ctl({"submit", "cpu/reduction", "--agent", "nosuchagent"}).exitCode, 1);
+  EXPECT_EQ(daemon_->ctl({"submit", "nosuchsuite"}).exitCode, 1);
+  EXPECT_EQ(daemon_->ctl({"reproduce", std::string(64, 'a')}).exitCode, 1);
+  EXPECT_EQ(daemon_->ctl({"ping"}).exitCode, 0);
+}
+
+// kill -9 in the middle of a run: no attempt is lost or scored twice, nothing of the old
+// daemon's sandboxes is left, and the restart finishes the run.
+TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
+  PipelineDaemon d("restart");
+  d.start();
+  const std::string id = d.submit({"cpu/reduction", "--agent", "noop", "--attempts", "2"});
+  // Wait until the first attempt is in its performance gate.
+  bool inPerf = false;
+  for (int i = 0; i < 600 && !inPerf; ++i) {
+    std::this_thread::sleep_for(100ms);
+    auto st = d.ctl({"--json", "status", id});
+    json j = json::parse(st.out, nullptr, false);
+    if (j.is_discarded()) continue;
+    for (const json& a : j.at("attempts"))
+      if (a.at("stage").is_string() && a.at("stage").get<std::string>().find("performance") != std::string::npos) inPerf = true;
+  }
+  ASSERT_TRUE(inPerf) << "the run never reached a performance gate";
+  d.kill9();
+  // The sandboxes die with the daemon (PR_SET_PDEATHSIG); their cgroups are cleaned at restart.
+  for (int i = 0; i < 50 && !processesMentioning(d.paths().stateDir.string()).empty(); ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(processesMentioning(d.paths().stateDir.string()).empty());
+
+  d.start();
+  json attempts = d.waitRun(id);
+  ASSERT_EQ(attempts.size(), 2u);
+  for (const json& a : attempts) EXPECT_EQ(a.at("state"), "scored") << a.dump();
+  // Exactly one "scored" per attempt in the event log.
+  auto events = d.ctl({"--json", "watch", id}, 60s);
+  std::map<long, int> scoredCount;
+  std::istringstream lines(events.out);
+  std::string line;
+  bool sawRecovery = false;
+  while (std::getline(lines, line)) {
+    json ev = json::parse(line, nullptr, false);
+    if (ev.is_discarded() || !ev.contains("kind")) continue;
+    if (ev["kind"] == "attempt.state" && ev["data"].value("state", "") == "scored") ++scoredCount[ev["attempt_id"].get<long>()];
+    if (ev["kind"] == "attempt.state" && ev["data"].contains("reason")) sawRecovery = true;
+  }
+  EXPECT_EQ(scoredCount.size(), 2u);
+  for (const auto& [attempt, n] : scoredCount) EXPECT_EQ(n, 1) << "attempt " << attempt << " scored " << n << " times";
+  EXPECT_TRUE(sawRecovery) << "the restart should have recorded why the attempt ran again";
+  d.stop();
+  d.expectNothingLeft();
+}
+
+}  // namespace
+}  // namespace akad::test

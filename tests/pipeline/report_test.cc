@@ -1,0 +1,62 @@
+// The run report's figures, computed on known outcomes; failures count in every denominator.
+#include <gtest/gtest.h>
+
+#include "daemon/pipeline/report.h"
+#include "daemon/pipeline/score.h"
+#include "daemon/pipeline/stats.h"
+
+using nlohmann::json;
+
+namespace akad {
+namespace {
+
+AttemptOutcome scored(const std::string& id, bool compiled, bool correct, double speedup, bool held, double heldSpeedup) {
+  json r = {{"compiled", compiled}, {"correct", correct}, {"held_out_correct", held},
+            {"speedup", correct ? json(speedup) : json(nullptr)},
+            {"held_out_speedup", held ? json(heldSpeedup) : json(nullptr)},
+            {"score", arenaScore(compiled, correct, speedup)}};
+  return {id, "cpu/t" + id, "scored", r, ""};
+}
+
+TEST(Report, RatesSpeedupsFastPAndRetention) {
+  std::vector<AttemptOutcome> a = {
+      scored("1", true, true, 2.0, true, 1.0),   // correct, 2x; held-out 1x
+      scored("2", true, true, 8.0, true, 8.0),   // correct, 8x; held-out 8x
+      scored("3", true, false, 0, false, 0),     // compiled, wrong
+      scored("4", false, false, 0, false, 0),    // did not compile
+      {"5", "cpu/t5", "failed", json(), "sandbox set-up failed"},  // crashed: still counts
+  };
+  json r = runReport(a);
+  EXPECT_EQ(r["attempts"], 5);
+  EXPECT_DOUBLE_EQ(r["compile_rate"].get<double>(), 3.0 / 5);
+  EXPECT_DOUBLE_EQ(r["correctness_rate"].get<double>(), 2.0 / 5);
+  EXPECT_DOUBLE_EQ(r["geomean_speedup"].get<double>(), 4.0);  // sqrt(2*8)
+  EXPECT_DOUBLE_EQ(r["fast_p"]["fast_0"].get<double>(), 2.0 / 5);
+  EXPECT_DOUBLE_EQ(r["fast_p"]["fast_1.5"].get<double>(), 2.0 / 5);
+  EXPECT_DOUBLE_EQ(r["fast_p"]["fast_2"].get<double>(), 1.0 / 5);  // 2.0 is not faster than 2x
+  EXPECT_DOUBLE_EQ(r["held_out_correctness_retention"].get<double>(), 1.0);
+  // geomean(held) / geomean(visible) = sqrt(1*8) / sqrt(2*8) = 1/sqrt(2)
+  EXPECT_NEAR(r["held_out_speedup_retention"].get<double>(), 1 / std::sqrt(2.0), 1e-12);
+  // scores: 320 + 920 + 20 + 0 + 0
+  EXPECT_DOUBLE_EQ(r["mean_arena_score"].get<double>(), (320.0 + 920 + 20) / 5);
+  EXPECT_EQ(r["per_attempt"][4]["failure"], "sandbox set-up failed");
+  const std::string csv = runReportCsv(a);
+  EXPECT_NE(csv.find("5,cpu/t5,failed,false,false"), std::string::npos) << csv;
+}
+
+TEST(Report, ArenaScoreFollowsThePaper) {
+  EXPECT_EQ(arenaScore(false, false, 0), 0);
+  EXPECT_EQ(arenaScore(true, false, 0), 20);
+  EXPECT_DOUBLE_EQ(arenaScore(true, true, 1.5), 270);
+}
+
+TEST(Stats, MedianMinAndInterquartileRange) {
+  SampleStats s = describeSamples({5, 1, 3, 2, 4});
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.iqr(), 2);  // q1 = 2, q3 = 4
+  EXPECT_DOUBLE_EQ(geometricMean({1, 4, 16}), 4);
+}
+
+}  // namespace
+}  // namespace akad

@@ -1,0 +1,148 @@
+// Task files are refused at the border with the file, the field and what is wrong.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/pipeline/task.h"
+
+namespace fs = std::filesystem;
+
+namespace akad {
+namespace {
+
+class TaskFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("akad-task-test-" + std::to_string(::getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    dir_ = root_ / "cpu" / "demo";
+    for (const char* sub : {"workspace", "harness", "solution"}) fs::create_directories(dir_ / sub);
+    std::ofstream(dir_ / "workspace" / "kernel.cpp") << "// baseline\n";
+    std::ofstream(dir_ / "solution" / "kernel.cpp") << "// faster\n";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::string valid() const {
+    return "schema: 1\nid: demo\nsuite: cpu\ntitle: Demo\nprompt: make it fast\nharness: cpp\n"
+           "editable: [kernel.cpp]\nbuild: {reference: [make reference], candidate: [make runner]}\n"
+           "configs:\n  visible: [{name: v-8, n: 8}]\n  held_out: [{name: h-7, n: 7}]\n"
+           "tolerances: {f32: {atol: 1.0e-5, rtol: 1.0e-4}}\n";
+  }
+  Result<Task> load(const std::string& yaml) {
+    std::ofstream(dir_ / "task.yaml") << yaml;
+    return loadTask(dir_);
+  }
+  // The error must name the file and the field.
+  void expectRefused(const std::string& yaml, const std::string& field) {
+    auto t = load(yaml);
+    ASSERT_FALSE(t) << "accepted:\n" << yaml;
+    EXPECT_NE(t.error().message.find((dir_ / "task.yaml").string()), std::string::npos) << t.error().message;
+    EXPECT_NE(t.error().message.find(field), std::string::npos) << t.error().message;
+  }
+
+  fs::path root_, dir_;
+};
+
+TEST_F(TaskFileTest, ValidTaskLoadsWithTypedConfigsAndAContentHash) {
+  auto t = load(valid());
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->id, "cpu/demo");
+  EXPECT_EQ(t->visible.at(0).at("n"), 8);  // numbers stay numbers for the harness
+  EXPECT_EQ(t->held_out.at(0).at("name"), "h-7");
+  EXPECT_DOUBLE_EQ(t->tolerances.at("f32").rtol, 1e-4);
+  EXPECT_EQ(t->content_hash.size(), 64u);
+}
+
+TEST_F(TaskFileTest, ContentHashChangesWithAnyFileOfTheTask) {
+  auto a = load(valid());
+  ASSERT_TRUE(a);
+  std::ofstream(dir_ / "harness" / "reference.cpp") << "// changed\n";
+  auto b = loadTask(dir_);
+  ASSERT_TRUE(b);
+  EXPECT_NE(a->content_hash, b->content_hash);
+  auto c = loadTask(dir_);
+  EXPECT_EQ(b->content_hash, c->content_hash);
+}
+
+TEST_F(TaskFileTest, MalformedFilesAreRefusedNamingTheField) {
+  expectRefused("id: [unclosed", "not valid YAML");
+  expectRefused("- a list\n", "top level");
+  std::string v = valid();
+  auto without = [&](const std::string& key) {
+    std::string out;
+    std::istringstream in(v);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(key + ":", 0) != 0) out += line + "\n";
+    return out;
+  };
+  expectRefused(without("title"), "title");
+  expectRefused(without("editable"), "editable");
+  expectRefused(without("tolerances"), "tolerances");
+  expectRefused(without("build"), "build");
+  expectRefused(v + "gpu: sometimes\n", "gpu");
+  expectRefused(v + "timing: {samples: 2}\n", "timing.samples");
+  expectRefused(v + "limits: {memory: lots}\n", "limits.memory");
+  expectRefused(v + "limits: {compile_s: fast}\n", "limits.compile_s");
+}
+
+TEST_F(TaskFileTest, ConfigurationsNeedUniqueSafeNames) {
+  std::string dup = valid();
+  dup.replace(dup.find("h-7"), 3, "v-8");
+  expectRefused(dup, "used twice");
+  std::string unnamed = valid();
+  unnamed.replace(unnamed.find("{name: h-7, n: 7}"), 17, "{n: 7}");
+  expectRefused(unnamed, "configs.held_out[0].name");
+  std::string nested = valid();
+  nested.replace(nested.find("n: 8"), 4, "n: {a: 1}");
+  expectRefused(nested, "configs.visible[0].n");
+  std::string slash = valid();
+  slash.replace(slash.find("v-8"), 3, "../x");
+  expectRefused(slash, "configs.visible[0].name");
+}
+
+TEST_F(TaskFileTest, EditableFilesMustBeInsideTheWorkspaceAndExist) {
+  std::string v = valid();
+  std::string outside = v;
+  outside.replace(outside.find("[kernel.cpp]"), 12, "[../harness/reference.cpp]");
+  expectRefused(outside, "editable");
+  std::string absent = v;
+  absent.replace(absent.find("[kernel.cpp]"), 12, "[missing.cpp]");
+  expectRefused(absent, "does not exist");
+}
+
+TEST_F(TaskFileTest, IdAndSuiteMustMatchTheFolders) {
+  std::string v = valid();
+  std::string id = v;
+  id.replace(id.find("id: demo"), 8, "id: other");
+  expectRefused(id, "folder name");
+  std::string suite = v;
+  suite.replace(suite.find("suite: cpu"), 10, "suite: gpu");
+  expectRefused(suite, "suite folder");
+}
+
+TEST_F(TaskFileTest, MissingFoldersAreNamed) {
+  fs::remove_all(dir_ / "solution");
+  expectRefused(valid(), "solution");
+}
+
+TEST(SizeTest, ParsesUnits) {
+  uint64_t v = 0;
+  EXPECT_TRUE(parseSize("512M", v));
+  EXPECT_EQ(v, 512ull << 20);
+  EXPECT_TRUE(parseSize("4G", v));
+  EXPECT_EQ(v, 4ull << 30);
+  EXPECT_FALSE(parseSize("4X", v));
+  EXPECT_FALSE(parseSize("", v));
+}
+
+TEST(RepositoryTasks, EveryShippedTaskLoads) {
+  auto scan = scanTasks(AKAD_SOURCE_TASKS);
+  EXPECT_TRUE(scan.errors.empty()) << scan.errors.front();
+  EXPECT_GE(scan.tasks.size(), 8u);
+}
+
+}  // namespace
+}  // namespace akad
