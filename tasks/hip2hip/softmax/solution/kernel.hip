@@ -1,4 +1,5 @@
-// One block per row. Pass 1: every thread keeps an online (max, sum of exp) pair over a strided,
+// Rows of up to 2048 columns: one warp per row, merged with shuffles only (no shared memory, no
+// block barriers, 8 rows per 256-thread block). Wider rows: one block per row. Pass 1: every thread keeps an online (max, sum of exp) pair over a strided,
 // coalesced slice of the row; pairs are merged across the warp with shuffles (__shfl_xor with
 // warpSize) and across warps through shared memory. Pass 2 re-reads the row (now in L2) and
 // writes exp(x - max) / sum. Rows are not 16-byte aligned in general (cols can be odd), so
@@ -53,8 +54,46 @@ __global__ void __launch_bounds__(kBlock) softmaxRowPerBlock(const float* __rest
   for (int c = threadIdx.x; c < cols; c += kBlock) out[c] = __expf(in[c] - m) * inv;
 }
 
+__global__ void __launch_bounds__(kBlock) softmaxRowPerWarp(const float* __restrict__ x, float* __restrict__ y,
+                                                             int rows, int cols) {
+  const int row = blockIdx.x * (kBlock / warpSize) + threadIdx.x / warpSize;
+  const int lane = threadIdx.x % warpSize;
+  if (row >= rows) return;  // uniform per warp: the shuffles below see full warps
+  const float* in = x + size_t(row) * cols;
+  float* out = y + size_t(row) * cols;
+  MaxSum acc{-INFINITY, 0.0f};
+  for (int c = lane; c < cols; c += warpSize) {
+    const float v = in[c];
+    if (v > acc.m) {
+      acc.s = acc.s * __expf(acc.m - v) + 1.0f;
+      acc.m = v;
+    } else {
+      acc.s += __expf(v - acc.m);
+    }
+  }
+  for (int off = warpSize / 2; off > 0; off /= 2) acc = merge(acc, MaxSum{__shfl_xor(acc.m, off), __shfl_xor(acc.s, off)});
+  const float m = acc.m, inv = 1.0f / acc.s;
+  for (int c = lane; c < cols; c += warpSize) out[c] = __expf(in[c] - m) * inv;
+}
+
+int deviceWarpSize() {
+  static int size = 0;
+  if (size == 0) {
+    int dev = 0;
+    if (hipGetDevice(&dev) != hipSuccess || hipDeviceGetAttribute(&size, hipDeviceAttributeWarpSize, dev) != hipSuccess)
+      size = 64;  // the larger warp: fewer rows per block, so every row is still covered
+  }
+  return size;
+}
+
 }  // namespace
 
 extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
-  hipLaunchKernelGGL(softmaxRowPerBlock, dim3(rows), dim3(kBlock), 0, 0, x, y, cols);
+  if (cols <= 2048) {
+    const int rowsPerBlock = kBlock / deviceWarpSize();
+    hipLaunchKernelGGL(softmaxRowPerWarp, dim3((rows + rowsPerBlock - 1) / rowsPerBlock), dim3(kBlock), 0, 0, x, y,
+                       rows, cols);
+  } else {
+    hipLaunchKernelGGL(softmaxRowPerBlock, dim3(rows), dim3(kBlock), 0, 0, x, y, cols);
+  }
 }
