@@ -1,0 +1,305 @@
+// runner - the only program that contains candidate code (kernel.hip, via the task's invoke.hip).
+//
+//   runner check --plan P --data D --out O   one kernel call per case, writes O/<case>.out.akt
+//   runner perf  --plan P --data D --out O   timed calls per perf group, writes
+//                                            O/<group>.times.json, O/<case>.out.akt and
+//                                            O/gpu_state.json (clocks/temperature before, after)
+//
+// A timed call: (untimed) copy the next input set device-to-device into the same input buffers,
+// fill the outputs with 0xff bytes (NaN), write flush_bytes of device memory (evicts the 50 MiB
+// L2), synchronise the device; then record the start event, call the kernel, record the stop
+// event and synchronise the whole device, so a call's work is finished before the next begins.
+// samples_ns are event times; wall_ns (host clock from before the start event to after the
+// device synchronisation, so it includes launch and sync latency) come alongside for checks.
+// It reads only D/<case>.in.akt of the cases it runs; seeds in the plan are ignored.
+// Exit status: 0 when every case ran, 1 when one failed (the others still run), 2 on usage.
+#include "akadevice.h"
+#include "akaplan.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sys/stat.h>
+
+namespace {
+
+std::map<std::string, std::string> parseOptions(int argc, char** argv) {
+  std::map<std::string, std::string> opts;
+  for (int i = 2; i < argc; ++i) {
+    std::string key = argv[i];
+    if (key.rfind("--", 0) != 0 || i + 1 >= argc) throw std::runtime_error("bad argument '" + key + "'");
+    opts[key.substr(2)] = argv[++i];
+  }
+  for (const char* k : {"plan", "data", "out"})
+    if (!opts.count(k)) throw std::runtime_error(std::string("missing --") + k);
+  return opts;
+}
+
+void upload(const DeviceSet& dst, const TensorSet& src) {
+  for (size_t i = 0; i < src.tensors.size(); ++i)
+    AKA_HIP_CHECK(hipMemcpy(dst.tensors()[i].ptr, src.tensors[i].bytes.data(), src.tensors[i].bytes.size(),
+                            hipMemcpyHostToDevice));
+}
+
+void download(TensorSet& dst, const DeviceSet& src) {
+  for (size_t i = 0; i < dst.tensors.size(); ++i)
+    AKA_HIP_CHECK(hipMemcpy(dst.tensors[i].bytes.data(), src.tensors()[i].ptr, dst.tensors[i].bytes.size(),
+                            hipMemcpyDeviceToHost));
+}
+
+// Outputs start as all-ones bytes (NaN for every float dtype, -1 for integers), so a kernel that
+// skips elements cannot pass on whatever an earlier call left behind.
+void poison(const DeviceSet& out) {
+  for (const DeviceTensor& t : out.tensors())
+    if (t.bytes) AKA_HIP_CHECK(hipMemsetAsync(t.ptr, 0xff, t.bytes, 0));
+}
+
+// Surfaces launch and asynchronous kernel errors of the candidate's call.
+void finishCall(const char* what) {
+  hipError_t launch = hipGetLastError();
+  hipError_t sync = hipDeviceSynchronize();
+  if (launch != hipSuccess) throw std::runtime_error(std::string(what) + ": launch failed: " + hipGetErrorString(launch));
+  if (sync != hipSuccess) throw std::runtime_error(std::string(what) + ": kernel failed: " + hipGetErrorString(sync));
+}
+
+__global__ void flushKernel(uint32_t* p, size_t n, uint32_t value) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = value;
+}
+
+// Evicts the kernel's data from L2 between timed calls by writing a buffer larger than it.
+class CacheFlusher {
+ public:
+  explicit CacheFlusher(uint64_t bytes) : words_(bytes / 4) {
+    if (words_) AKA_HIP_CHECK(hipMalloc(&buf_, words_ * 4));
+  }
+  ~CacheFlusher() { if (buf_) (void)hipFree(buf_); }
+  CacheFlusher(const CacheFlusher&) = delete;
+  CacheFlusher& operator=(const CacheFlusher&) = delete;
+  void flush() {
+    if (!words_) return;
+    hipLaunchKernelGGL(flushKernel, dim3(1024), dim3(256), 0, 0, buf_, words_, ++round_);
+    AKA_HIP_CHECK(hipGetLastError());
+  }
+
+ private:
+  size_t words_;
+  uint32_t* buf_ = nullptr;
+  uint32_t round_ = 0;
+};
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  size_t b = s.find_first_not_of(' ');
+  return b == std::string::npos ? "" : s.substr(b);
+}
+
+// GPU clocks and temperature, for the scorer's throttling check. nvidia-smi (queried by the
+// device's PCI bus id, so CUDA_VISIBLE_DEVICES numbering does not matter) when the sandbox has
+// it; otherwise only what the runtime reports, which is the nominal maximum, not the current clock.
+nlohmann::json gpuState() {
+  nlohmann::json s = nlohmann::json::object();
+  int dev = 0, clockKHz = 0, memClockKHz = 0;
+  char bus[64] = {0};
+  if (hipGetDevice(&dev) == hipSuccess) {
+    if (hipDeviceGetAttribute(&clockKHz, hipDeviceAttributeClockRate, dev) == hipSuccess)
+      s["runtime_max_sm_clock_mhz"] = clockKHz / 1000;
+    if (hipDeviceGetAttribute(&memClockKHz, hipDeviceAttributeMemoryClockRate, dev) == hipSuccess)
+      s["runtime_max_mem_clock_mhz"] = memClockKHz / 1000;
+    if (hipDeviceGetPCIBusId(bus, sizeof bus, dev) == hipSuccess) s["pci_bus_id"] = bus;
+  }
+  const char* fields[] = {"clocks.sm", "clocks.mem", "clocks.max.sm", "temperature.gpu", "power.draw",
+                          "clocks_event_reasons.active"};
+  std::string cmd = "nvidia-smi --format=csv,noheader,nounits";
+  if (bus[0]) cmd += std::string(" -i ") + bus;
+  cmd += " --query-gpu=";
+  bool any = false;
+  // One query per field: an unknown field (older nvidia-smi) must not lose the others.
+  for (const char* f : fields) {
+    std::FILE* p = popen((cmd + f + " 2>/dev/null").c_str(), "r");
+    if (!p) break;
+    char line[256] = {0};
+    bool got = std::fgets(line, sizeof line, p) != nullptr;
+    int rc = pclose(p);
+    if (got && rc == 0) {
+      std::string v = trim(line);
+      char* end = nullptr;
+      double num = std::strtod(v.c_str(), &end);
+      if (end && *end == '\0' && !v.empty()) s[f] = num;
+      else s[f] = v;
+      any = true;
+    }
+  }
+  s["source"] = any ? "nvidia-smi" : "runtime (nvidia-smi unavailable: no current clock or temperature)";
+  return s;
+}
+
+int check(const akaplan::Plan& plan, const std::string& data, const std::string& outDir) {
+  int failures = 0;
+  for (const akaplan::Case& c : plan.cases) {
+    try {
+      Config config(c.config);
+      TensorSet in = akt::readAkt(data + "/" + c.name + ".in.akt");
+      TensorSet out = akaAllocateOutputs(config, in);
+      DeviceSet din(in), dout(out);
+      upload(din, in);
+      poison(dout);
+      AKA_HIP_CHECK(hipDeviceSynchronize());
+      akaInvoke(config, din, dout);
+      finishCall("kernel call");
+      download(out, dout);
+      akt::writeAkt(outDir + "/" + c.name + ".out.akt", out);
+    } catch (const std::exception& e) {
+      std::cerr << "runner: case " << c.name << ": " << e.what() << "\n";
+      ++failures;
+      (void)hipGetLastError();  // a failed case must not poison the next one's error checks
+    }
+  }
+  return failures ? 1 : 0;
+}
+
+void copyInto(const DeviceSet& dst, const DeviceSet& src) {
+  for (size_t i = 0; i < dst.size(); ++i)
+    if (dst.tensors()[i].bytes)
+      AKA_HIP_CHECK(hipMemcpyAsync(dst.tensors()[i].ptr, src.tensors()[i].ptr, dst.tensors()[i].bytes,
+                                   hipMemcpyDeviceToDevice, 0));
+}
+
+class Event {
+ public:
+  Event() { AKA_HIP_CHECK(hipEventCreate(&e_)); }
+  ~Event() { (void)hipEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  hipEvent_t get() const { return e_; }
+
+ private:
+  hipEvent_t e_;
+};
+
+void perfGroup(const akaplan::Plan& plan, const akaplan::PerfGroup& group, const std::string& data,
+               const std::string& outDir, CacheFlusher& flusher) {
+  const akaplan::Case& first = *plan.findCase(group.cases.front());
+  Config config(first.config);
+  std::vector<TensorSet> hostSets;
+  for (const std::string& name : group.cases) {
+    if (plan.findCase(name)->config != first.config)
+      throw std::runtime_error("case '" + name + "' has another configuration than '" + first.name + "'");
+    hostSets.push_back(akt::readAkt(data + "/" + name + ".in.akt"));
+    const TensorSet& s = hostSets.back();
+    if (s.size() != hostSets.front().size())
+      throw std::runtime_error("case '" + name + "' has a different number of input tensors");
+    for (size_t i = 0; i < s.size(); ++i) {
+      const Tensor& a = s.tensors[i];
+      const Tensor& b = hostSets.front().tensors[i];
+      if (a.name != b.name || a.dtype != b.dtype || a.dims != b.dims)
+        throw std::runtime_error("input sets of one perf group differ in tensor '" + a.name + "'");
+    }
+  }
+  // Every input set is staged on the device once; timed calls always see the same input and
+  // output addresses, and rotating distinct contents through them defeats caching by pointer.
+  std::vector<DeviceSet> staged;
+  for (const TensorSet& s : hostSets) {
+    staged.emplace_back(s);
+    upload(staged.back(), s);
+  }
+  DeviceSet din(hostSets.front());
+  TensorSet out = akaAllocateOutputs(config, hostSets.front());
+  DeviceSet dout(out);
+  const size_t n = staged.size();
+  for (int i = 0; i < plan.perf.warmup; ++i) {
+    copyInto(din, staged[i % n]);
+    poison(dout);
+    AKA_HIP_CHECK(hipDeviceSynchronize());
+    akaInvoke(config, din, dout);
+    finishCall("warmup call");
+  }
+  Event start, stop;
+  std::vector<int64_t> samples, wall;
+  const int total = std::max<int>(plan.perf.samples, static_cast<int>(n));
+  for (int i = 0; i < total; ++i) {
+    const size_t k = i % n;
+    copyInto(din, staged[k]);
+    poison(dout);
+    flusher.flush();
+    AKA_HIP_CHECK(hipDeviceSynchronize());
+    auto t0 = std::chrono::steady_clock::now();
+    AKA_HIP_CHECK(hipEventRecord(start.get(), 0));
+    akaInvoke(config, din, dout);
+    AKA_HIP_CHECK(hipEventRecord(stop.get(), 0));
+    finishCall("timed call");
+    auto t1 = std::chrono::steady_clock::now();
+    float ms = 0;
+    AKA_HIP_CHECK(hipEventElapsedTime(&ms, start.get(), stop.get()));
+    if (i < plan.perf.samples) {
+      samples.push_back(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
+      wall.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    }
+    if (i + static_cast<int>(n) >= total) {  // the last call on input set k
+      download(out, dout);
+      akt::writeAkt(outDir + "/" + group.cases[k] + ".out.akt", out);
+    }
+  }
+  nlohmann::json times = {{"samples_ns", samples}, {"wall_ns", wall}, {"warmup", plan.perf.warmup},
+                          {"input_sets", n}, {"timer", "hipEvent"}};
+  std::ofstream f(outDir + "/" + group.name + ".times.json");
+  f << times.dump() << "\n";
+  if (!f.flush()) throw std::runtime_error("cannot write " + outDir + "/" + group.name + ".times.json");
+  std::vector<int64_t> sorted = samples;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  std::cerr << "runner: " << group.name << ": median " << sorted[sorted.size() / 2] / 1e3 << " us over "
+            << samples.size() << " samples\n";
+}
+
+int perf(const akaplan::Plan& plan, const std::string& data, const std::string& outDir) {
+  if (!plan.hasPerf) throw std::runtime_error("the plan has no 'perf' section");
+  nlohmann::json state = {{"before", gpuState()}};
+  CacheFlusher flusher(plan.perf.flushBytes);
+  int failures = 0;
+  for (const akaplan::PerfGroup& g : plan.perf.groups) {
+    try {
+      perfGroup(plan, g, data, outDir, flusher);
+    } catch (const std::exception& e) {
+      std::cerr << "runner: perf group " << g.name << ": " << e.what() << "\n";
+      ++failures;
+      (void)hipGetLastError();
+    }
+  }
+  state["after"] = gpuState();
+  std::ofstream f(outDir + "/gpu_state.json");
+  f << state.dump(1) << "\n";
+  if (!f.flush()) throw std::runtime_error("cannot write " + outDir + "/gpu_state.json");
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::strcmp(argv[1], "check") != 0 && std::strcmp(argv[1], "perf") != 0)) {
+    std::cerr << "usage: runner check|perf --plan P --data D --out O\n";
+    return 2;
+  }
+  std::map<std::string, std::string> opts;
+  akaplan::Plan plan;
+  try {
+    opts = parseOptions(argc, argv);
+    plan = akaplan::readPlan(opts["plan"]);
+    if (mkdir(opts["out"].c_str(), 0755) != 0 && errno != EEXIST)
+      throw std::runtime_error("cannot create " + opts["out"] + ": " + std::strerror(errno));
+  } catch (const std::exception& e) {
+    std::cerr << "runner: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    if (std::strcmp(argv[1], "check") == 0) return check(plan, opts["data"], opts["out"]);
+    return perf(plan, opts["data"], opts["out"]);
+  } catch (const std::exception& e) {
+    std::cerr << "runner: " << e.what() << "\n";
+    return 1;
+  }
+}
