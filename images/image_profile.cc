@@ -93,9 +93,12 @@ ImageProfile parseProfile(const YAML::Node& root, const fs::path& imageDir) {
       if (!b["src"] || !b["dst"]) fail("'" + where + "' needs both src and dst");
       ImageBind bind;
       std::string src = scalar(b["src"], where + ".src");
-      const std::string var = "${image_dir}";
-      for (size_t at = src.find(var); at != std::string::npos; at = src.find(var, at + 1))
-        src.replace(at, var.size(), imageDir.string());
+      // ${image_dir}: this image's folder; ${images_dir}: the folder of all images, so one image
+      // can bind another's files (torch binds cuda-hip's hipcc) without a '..'.
+      for (const auto& [var, value] : {std::pair<std::string, std::string>{"${image_dir}", imageDir.string()},
+                                       {"${images_dir}", imageDir.parent_path().string()}})
+        for (size_t at = src.find(var); at != std::string::npos; at = src.find(var, at + 1))
+          src.replace(at, var.size(), value);
       if (src.find("${") != std::string::npos) fail("'" + where + ".src' uses an unknown variable: '" + src + "'");
       requireAbsolute(src, where + ".src");
       std::string dst = scalar(b["dst"], where + ".dst");
@@ -157,13 +160,17 @@ Result<std::vector<ImageProfile>> loadImageProfiles(const fs::path& imagesRoot) 
 }
 
 Result<ImageProfile> findImageProfile(const fs::path& imagesRoot, const std::string& name) {
-  Result<std::vector<ImageProfile>> all = loadImageProfiles(imagesRoot);
-  if (!all) return all.error();
+  // Only the named profile is read: a broken profile of another image must not stop this one.
+  std::error_code ec;
+  bool safeName = !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
+  if (safeName && fs::is_regular_file(imagesRoot / name / "image.yaml", ec))
+    return loadImageProfile(imagesRoot / name / "image.yaml");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(imagesRoot, ec))
+    if (fs::is_regular_file(e.path() / "image.yaml", ec)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
   std::string known;
-  for (ImageProfile& p : *all) {
-    if (p.name == name) return std::move(p);
-    known += (known.empty() ? "" : ", ") + p.name;
-  }
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
   return Error{"unknown image '" + name + "' (images in " + imagesRoot.string() + ": " + known + ")"};
 }
 

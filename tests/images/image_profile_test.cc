@@ -43,10 +43,12 @@ class ScratchImages : public ::testing::Test {
 TEST(ImageProfiles, RepositoryImagesLoad) {
   Result<std::vector<ImageProfile>> all = loadImageProfiles(kImages);
   ASSERT_TRUE(all.ok()) << all.error().message;
-  ASSERT_EQ(all->size(), 3u);
+  ASSERT_EQ(all->size(), 4u);
   EXPECT_EQ(all->at(0).name, "cuda-hip");
   EXPECT_EQ(all->at(1).name, "host");
   EXPECT_EQ(all->at(2).name, "rocm");
+  EXPECT_EQ(all->at(3).name, "torch");
+  EXPECT_EQ(all->at(3).binds.at(0).src, fs::path(kImages) / "cuda-hip") << "${images_dir} expanded";
   EXPECT_TRUE(all->at(1).binds.empty());
   EXPECT_EQ(all->at(1).requiresGpuVendor, "none");
   EXPECT_EQ(all->at(2).requiresGpuVendor, "amd");
