@@ -97,12 +97,14 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   if (auto st = snapshot::extractArchive(*archive, candidate, snapshot::Limits{}); !st)
     return Error{"snapshot " + sha + " was refused at extraction: " + st.error().message};
   ScoringEnvironment env = s.scoring;
-  AttemptServices::StageGpu scoreGpu;
+  AttemptServices::StageGpu scoreGpu;  // held until scoring ends
   if (task.gpu && s.lease_gpu) {
-    auto leased = s.lease_gpu("score");
-    if (!leased) return leased.error();
-    scoreGpu = std::move(*leased);
-    env.gpus = scoreGpu.gpu_ids;
+    env.acquire_gpus = [&]() -> Result<std::vector<std::string>> {
+      auto leased = s.lease_gpu("score");
+      if (!leased) return leased.error();
+      scoreGpu = std::move(*leased);
+      return scoreGpu.gpu_ids;
+    };
   }
   env.on_gate = [&](const std::string& g) { stage("score:" + g); };
   auto scored = scoreCandidate(task, candidate, scoreRoot / "gates", env);

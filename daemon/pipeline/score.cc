@@ -461,7 +461,16 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
 
   bool correct = false, heldCorrect = false;
   double speedup = 0, heldSpeedup = 0;
+  ScoringEnvironment gpuEnv = env;
+  if (compileOk && task.gpu && env.acquire_gpus) {
+    notify("waiting for a GPU");
+    auto ids = env.acquire_gpus();
+    if (!ids) return ids.error();
+    gpuEnv.gpus = *ids;
+  }
+  GateRunner gpuGates(task, gpuEnv, l);
   if (compileOk) {
+    const GateRunner& g = gpuGates;  // from here on every gate may use the leased GPU
     notify("generate");
     if (auto s = generateData(g, *trusted, phases); !s) return s.error();
 

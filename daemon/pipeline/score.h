@@ -30,6 +30,9 @@ struct ScoringEnvironment {
   std::filesystem::path akacheck;       // the project's checker binary
   ImageProfile image;
   std::vector<std::string> gpus;        // the leased GPU, if the task needs one
+  // Leases the GPU when the first gate that needs one starts (after the builds, which need
+  // none, so other attempts can use the GPU meanwhile). Unset: `gpus` is used as it is.
+  std::function<Result<std::vector<std::string>>()> acquire_gpus;
   uid_t sandbox_uid = 0;                // owner of directories a sandbox writes (0: leave as is)
   gid_t sandbox_gid = 0;
   SandboxCanceller* canceller = nullptr;
