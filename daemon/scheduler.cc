@@ -200,12 +200,15 @@ void Scheduler::execute(const AttemptRecord& a) {
         return {};
       };
       const std::string model = params.value("options", json::object()).value("gpu_model", std::string());
-      s.lease_gpu = [&, model](const std::string& stage) -> Result<AttemptServices::StageGpu> {
-        if (!gpus_.exists(model))
-          return Error{"the task needs a GPU" + (model.empty() ? std::string() : " of model '" + model + "'") +
+      // The image decides the vendor: the cuda-hip toolchain cannot drive an AMD GPU.
+      const std::string vendor = image->requires_gpu_vendor;
+      s.lease_gpu = [&, model, vendor](const std::string& stage) -> Result<AttemptServices::StageGpu> {
+        if (!gpus_.exists(model, vendor))
+          return Error{"the task needs a " + (vendor == "none" ? std::string() : vendor + " ") + "GPU" +
+                       (model.empty() ? std::string() : " of model '" + model + "'") +
                        " and this daemon has none (see akactl gpus)"};
         const std::string holder = "attempt " + std::to_string(a.id) + " (" + stage + ")";
-        auto g = gpus_.acquire(holder, model, [&] { return canceller->cancelled(); });
+        auto g = gpus_.acquire(holder, model, [&] { return canceller->cancelled(); }, vendor);
         if (!g) return Error{"cancelled"};
         auto lease = std::make_shared<GpuLease>(gpus_, g);
         return AttemptServices::StageGpu{lease, {g->id}};

@@ -11,6 +11,7 @@ Result<ImageProfile> loadImageProfile(const fs::path& imagesDir, const std::stri
   if (!loaded) return loaded.error();
   ImageProfile p;
   p.name = loaded->name;
+  p.requires_gpu_vendor = loaded->requiresGpuVendor;
   for (const auto& b : loaded->binds) {
     std::error_code ec;
     if (!fs::exists(b.src, ec)) {

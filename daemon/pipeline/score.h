@@ -20,6 +20,7 @@ namespace akad {
 // What a sandbox needs for a task's toolchain image (images/<name>/image.yaml).
 struct ImageProfile {
   std::string name = "host";
+  std::string requires_gpu_vendor = "none";  // nvidia | amd | none: which GPUs the toolchain drives
   std::vector<SandboxBind> binds;
   std::map<std::string, std::string> env;
 };

@@ -191,17 +191,27 @@ TEST_F(PipelineTest, BrokenAgentScoresZeroWithACompileReason) {
 }
 
 TEST_F(PipelineTest, EditsOutsideTheAllowListAreIgnoredAndReported) {
-  // Loosen the tolerances, tamper with the harness copy, add a file: none of it may count.
+  // Make the kernel 1% wrong, loosen the tolerances so the copy would accept it, tamper with the
+  // harness copy, add a file: none of the non-editable edits may count.
   json a = daemon_->runOne({"cpu/reduction", "--agent-command",
-                            "sed -i 's/1.0e-05/1.0/' configs.json && echo '#error tampered' >> harness/akacheck.cpp && "
-                            "echo x > notes.txt"});
+                            "sed -i 's/out\\[r\\] = static_cast<float>(sum);/out[r] = static_cast<float>(sum * 1.01);/' kernel.cpp && "
+                            "grep -q 1.01 kernel.cpp && "
+                            "python3 -c \"import json; c = json.load(open('configs.json')); "
+                            "c['tolerances']['f32'] = {'atol': 1e9, 'rtol': 1e9}; json.dump(c, open('configs.json', 'w'))\" && "
+                            "echo '#error tampered' >> harness/akacheck.cpp && echo x > notes.txt"});
   ASSERT_EQ(a.at("state"), "scored") << a.dump();
   const json& ignored = result(a).at("ignored_changes");
   std::set<std::string> set(ignored.begin(), ignored.end());
   EXPECT_TRUE(set.count("configs.json (changed)")) << ignored.dump();
   EXPECT_TRUE(set.count("harness/akacheck.cpp (changed)")) << ignored.dump();
   EXPECT_TRUE(set.count("notes.txt (added)")) << ignored.dump();
-  EXPECT_TRUE(result(a).at("correct").get<bool>()) << "the tampered harness copy must not be what is built";
+  EXPECT_EQ(result(a).at("agent").at("exit_code"), 0) << "the edits themselves failed";
+  // The harness copy's #error did not break the build (the trusted harness was used), and the
+  // loosened tolerances did not accept the 1% error.
+  EXPECT_TRUE(result(a).at("compiled").get<bool>());
+  EXPECT_FALSE(result(a).at("correct").get<bool>());
+  EXPECT_NE(result(a).at("failure").get<std::string>().find("wrong output"), std::string::npos)
+      << result(a).at("failure");
 }
 
 TEST_F(PipelineTest, AgentFindsNoTrustedHarnessHeldOutConfigurationsOrSolution) {
