@@ -71,7 +71,7 @@ TEST(ImageProfiles, CudaHipBindsItsOwnToolchainOntoPath) {
   bool cuda = false;
   for (const ImageBind& b : p->binds) cuda = cuda || (b.dst == "/usr/local/cuda" && !b.optional);
   EXPECT_TRUE(cuda);
-  EXPECT_EQ(toJson(*p)["binds"][0]["dst"], "/opt/akad/images/cuda-hip");
+  EXPECT_EQ(toJson(*p)["binds"][0]["dst"], "/akad/images/cuda-hip");
 }
 
 TEST(ImageProfiles, UnknownImageListsKnownOnes) {
