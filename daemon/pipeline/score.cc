@@ -19,6 +19,7 @@ namespace {
 constexpr std::size_t kMaxVerdictBytes = 16 << 20;
 constexpr std::size_t kMaxTimesBytes = 4 << 20;
 constexpr std::size_t kLogTailBytes = 4000;
+constexpr uint64_t kMaxDataFileBytes = 4ull << 30;
 
 // The candidate process may spend at most this much more time outside its claimed timed calls
 // than the baseline process did (same runner, same flush and copy work): more means work was
@@ -93,6 +94,9 @@ class GateRunner {
     if (gpu) r.gpus = env_.gpus;
     r.stdout_file = l_.logs / (logName + ".out");
     r.stderr_file = l_.logs / (logName + ".err");
+    // The output limit is also RLIMIT_FSIZE: input and output tensors of GPU configurations
+    // reach hundreds of MiB per file.
+    r.output_limit = kMaxDataFileBytes;
     return r;
   }
 
