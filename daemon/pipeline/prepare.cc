@@ -33,11 +33,16 @@ bool sameContent(const fs::path& a, const fs::path& b) {
 
 Status assemblePristineWorkspace(const Task& task, const fs::path& tasksRoot, const fs::path& dest) {
   if (auto s = copyTree(task.workspaceDir(), dest); !s) return s;
-  // One flat harness/ folder: the common harness, the checker (for the agent's `make test`),
-  // then the task's own files (docs/tasks.md).
-  for (const fs::path& part : {tasksRoot / "common" / task.harness, tasksRoot / "common" / "checker", task.harnessDir()})
+  // One flat harness/ folder: the common harness with its bases, the checker (for the agent's
+  // `make test`), then the task's own files (docs/tasks.md).
+  std::vector<fs::path> parts;
+  for (const auto& layer : harnessLayers(tasksRoot, task.harness)) parts.push_back(tasksRoot / "common" / layer);
+  parts.push_back(task.harnessDir());
+  for (const fs::path& part : parts)
     if (fs::is_directory(part))
       if (auto s = copyTree(part, dest / "harness"); !s) return s;
+  std::error_code ec;
+  fs::remove(dest / "harness" / "BASE", ec);
   nlohmann::json timing = {{"warmup", task.timing.warmup}, {"samples", task.timing.samples},
                            {"rounds", task.timing.rounds}, {"input_sets", task.timing.input_sets},
                            {"flush_bytes", task.timing.flush_bytes}};

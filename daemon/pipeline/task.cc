@@ -316,7 +316,7 @@ Result<Task> loadTask(const fs::path& dir) {
   auto hash = taskContentHash(t.dir);
   if (!hash) return hash.error();
   std::string commonHash;
-  for (const std::string& part : {t.harness, std::string("checker")}) {
+  for (const std::string& part : harnessLayers(t.dir.parent_path().parent_path(), t.harness)) {
     const fs::path common = t.dir.parent_path().parent_path() / "common" / part;
     if (!fs::is_directory(common)) continue;
     auto ch = taskContentHash(common);
@@ -381,6 +381,18 @@ TaskCatalogScan scanTasks(const fs::path& tasksRoot) {
 
 namespace akad {
 
+std::vector<std::string> harnessLayers(const fs::path& tasksRoot, const std::string& harness) {
+  static const std::regex nameRe("[a-z0-9_-]{1,32}");
+  std::vector<std::string> layers;
+  std::ifstream base(tasksRoot / "common" / harness / "BASE");
+  std::string line;
+  while (std::getline(base, line))
+    if (std::regex_match(line, nameRe) && line != harness && line != "checker") layers.push_back(line);
+  layers.push_back(harness);
+  layers.push_back("checker");
+  return layers;
+}
+
 Result<fs::path> importTask(const Task& task, const fs::path& stateDir) {
   const fs::path root = stateDir / "tasks" / task.content_hash / "def";
   if (fs::exists(root / ".complete")) return root;
@@ -391,7 +403,7 @@ Result<fs::path> importTask(const Task& task, const fs::path& stateDir) {
   fs::create_directories(tmp / task.suite, ec);
   fs::copy(task.dir, tmp / task.suite / task.dir.filename(), fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
   if (ec) return Error{"cannot import task " + task.id + " into " + tmp.string() + ": " + ec.message()};
-  for (const std::string& part : {task.harness, std::string("checker")}) {
+  for (const std::string& part : harnessLayers(task.dir.parent_path().parent_path(), task.harness)) {
     const fs::path common = task.dir.parent_path().parent_path() / "common" / part;
     if (!fs::is_directory(common)) continue;
     fs::create_directories(tmp / "common", ec);

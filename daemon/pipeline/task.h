@@ -83,6 +83,11 @@ TaskCatalogScan scanTasks(const std::filesystem::path& tasksRoot);
 }  // namespace akad
 
 namespace akad {
+// The common folders a task's harness/ is assembled from, in copy order (later files win):
+// the bases named in tasks/common/<harness>/BASE (one per line, e.g. hip builds on cpp), the
+// harness itself, then the checker.
+std::vector<std::string> harnessLayers(const std::filesystem::path& tasksRoot, const std::string& harness);
+
 // Copies the task (and its common harness) to <stateDir>/tasks/<hash>/def/, laid out like a
 // tasks root, unless it is there already; returns that root. Results name the hash, so the
 // exact version scored stays available for `akactl reproduce` after the repository moves on.

@@ -4,7 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/pipeline/prepare.h"
 #include "daemon/pipeline/task.h"
+
+#include <cstdlib>
+#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -142,6 +146,44 @@ TEST(RepositoryTasks, EveryShippedTaskLoads) {
   auto scan = scanTasks(AKAD_SOURCE_TASKS);
   EXPECT_TRUE(scan.errors.empty()) << scan.errors.front();
   EXPECT_GE(scan.tasks.size(), 8u);
+}
+
+}  // namespace
+}  // namespace akad
+
+namespace akad {
+namespace {
+
+// The hip harness builds on the cpp one (tasks/common/hip/BASE): the scorer's assembly of a
+// hip2hip task must be complete, and with nvcc present (CUDA 13 here) it must compile with
+// the cuda-hip image's hipcc.
+TEST(RepositoryTasks, HipTaskAssembledByTheScorerCompilesWithCudaHip) {
+  auto task = loadTask(fs::path(AKAD_SOURCE_TASKS) / "hip2hip" / "gelu");
+  ASSERT_TRUE(task) << task.error().message;
+  const fs::path dir = fs::temp_directory_path() / ("akad-hip-assembly-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ASSERT_TRUE(assemblePristineWorkspace(*task, AKAD_SOURCE_TASKS, dir));
+  for (const char* f : {"akt.h", "akaplan.h", "reference_main.cpp", "akadevice.h", "runner_main.hip", "akacheck.cpp"})
+    EXPECT_TRUE(fs::exists(dir / "harness" / f)) << f;
+  EXPECT_FALSE(fs::exists(dir / "harness" / "BASE"));
+  std::ifstream mk(dir / "harness" / "Makefile");
+  std::string first;
+  std::getline(mk, first);
+  EXPECT_EQ(first.find("cpp harness"), std::string::npos) << "the hip Makefile must win over the cpp one";
+  if (!fs::exists("/usr/local/cuda/bin/nvcc")) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << "no nvcc at /usr/local/cuda/bin: the cuda-hip image cannot compile here";
+  }
+  const std::string cmd = "cd " + dir.string() + " && PATH=" + std::string(AKAD_SOURCE_TASKS) +
+                          "/../images/cuda-hip/bin:/usr/local/cuda/bin:$PATH make -s -f harness/Makefile reference runner > build.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir / "build.log");
+  std::stringstream ss;
+  ss << log.rdbuf();
+  EXPECT_EQ(rc, 0) << ss.str();
+  EXPECT_TRUE(fs::exists(dir / "runner"));
+  EXPECT_TRUE(fs::exists(dir / "reference"));
+  fs::remove_all(dir);
 }
 
 }  // namespace
