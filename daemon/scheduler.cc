@@ -211,7 +211,7 @@ void Scheduler::execute(const AttemptRecord& a) {
         auto g = gpus_.acquire(holder, model, [&] { return canceller->cancelled(); }, vendor);
         if (!g) return Error{"cancelled"};
         auto lease = std::make_shared<GpuLease>(gpus_, g);
-        return AttemptServices::StageGpu{lease, {g->id}};
+        return AttemptServices::StageGpu{lease, {g->id}, g->model};
       };
       outcome = runAttempt(plan, s);
     }

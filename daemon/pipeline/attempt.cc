@@ -3,6 +3,8 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "common/paths.h"
+#include "common/sha256.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/prepare.h"
 
@@ -17,6 +19,17 @@ namespace {
 void dropScoringData(const fs::path& workDir) {
   std::error_code ec;
   for (const char* d : {"gen", "expected", "out", "in-visible", "in-held_out", "ws"}) fs::remove_all(workDir / d, ec);
+}
+
+// The seccomp policies the sandboxes ran under, by content, so a result names exactly what
+// confined the agent.
+json policyHashes() {
+  json out = json::object();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dataRoot() / "policies", ec))
+    if (e.path().extension() == ".json")
+      if (auto h = sha256File(e.path())) out[e.path().filename().string()] = *h;
+  return out;
 }
 
 }  // namespace
@@ -76,6 +89,8 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
                  {"agent", plan.agent.name},
                  {"image", s.scoring.image.name},
                  {"gpu", agentGpu.gpu_ids.empty() ? json(nullptr) : json(agentGpu.gpu_ids.front())},
+                 {"gpu_model", agentGpu.model.empty() ? json(nullptr) : json(agentGpu.model)},
+                 {"policies", policyHashes()},
                  {"agent_status", (*agent)["status"]},
                  {"created_at", static_cast<int64_t>(::time(nullptr))}};
     auto manifest = s.snapshots->add(ws, co, meta);

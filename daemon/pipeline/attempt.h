@@ -47,6 +47,7 @@ struct AttemptServices {
   struct StageGpu {
     std::shared_ptr<void> holder;
     std::vector<std::string> gpu_ids;
+    std::string model;  // for the snapshot's manifest
   };
   std::function<Result<StageGpu>(const std::string& stage)> lease_gpu;
 };
