@@ -203,6 +203,22 @@ Result<std::vector<double>> readTimes(const fs::path& file, int expected) {
   }
 }
 
+// The GPU's clocks and temperature around a runner's timed phase (gpu_state.json, written by the
+// GPU runners). Advisory: the file comes from a process that ran candidate code. A GPU whose SM
+// clock after the timed calls is under 85% of its maximum was throttling (power or heat).
+json readGpuState(const fs::path& outDir, bool& throttled) {
+  auto text = readFileLimited(outDir / "gpu_state.json", 64 << 10);
+  if (!text) return nullptr;
+  json state = json::parse(*text, nullptr, false);
+  if (!state.is_object()) return nullptr;
+  const json after = state.value("after", json::object());
+  if (after.is_object() && after.contains("clocks.sm") && after.contains("clocks.max.sm") &&
+      after["clocks.sm"].is_number() && after["clocks.max.sm"].is_number() &&
+      after["clocks.sm"].get<double>() < 0.85 * after["clocks.max.sm"].get<double>())
+    throttled = true;
+  return state;
+}
+
 // Correctness on one phase: the candidate writes outputs, the checker judges them.
 json correctnessGate(const GateRunner& g, const fs::path& candidateDir, const Phase& p) {
   const std::string plan = p.name + "-check.json";
@@ -241,6 +257,8 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
   const std::string plan = p.name + "-perf.json";
   std::map<std::string, std::vector<double>> samples[2];  // [0] baseline, [1] candidate
   json rounds = json::array();
+  json gpuStates = json::array();
+  bool throttled = false;
   for (int round = 0; round < task.timing.rounds; ++round) {
     ProcessTiming timing[2];
     const int order[2] = {round % 2, 1 - round % 2};
@@ -257,6 +275,8 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
         return gate(false, msg);
       }
       timing[side].wall_s = r->wall_s;
+      if (json st = readGpuState(out, throttled); !st.is_null())
+        gpuStates.push_back({{"process", tag}, {"state", st}});
       for (const auto& cfg : p.configs) {
         const std::string group = cfg["name"];
         auto t = readTimes(out / (group + ".times.json"), task.timing.samples);
@@ -303,6 +323,10 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
   result["configs"] = configs;
   result["speedup"] = geometricMean(speedups);
   result["rounds"] = rounds;
+  if (!gpuStates.empty()) {
+    result["gpu_states"] = gpuStates;
+    result["throttled"] = throttled;
+  }
   return result;
 }
 
