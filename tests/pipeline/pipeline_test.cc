@@ -336,6 +336,24 @@ TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   EXPECT_EQ(verified.exitCode, 0) << verified.err << verified.out;
 }
 
+TEST_F(PipelineTest, TasksValidateScoresBaselineSolutionAndBrokenThroughTheScorer) {
+  // An impossible bar makes the command fail while every other verdict is still visible.
+  auto r = daemon_->ctl({"--json", "tasks", "validate", "cpu/reduction", "--min-speedup", "1000"}, 600s);
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_FALSE(j.at("ok").get<bool>());
+  const json& t = j.at("tasks").at(0);
+  EXPECT_TRUE(t.at("baseline").at("correct").get<bool>());
+  EXPECT_NEAR(t.at("baseline").at("speedup").get<double>(), 1.0, 0.25);
+  EXPECT_TRUE(t.at("solution").at("correct").get<bool>());
+  EXPECT_GT(t.at("solution").at("speedup").get<double>(), 1.5);
+  EXPECT_TRUE(t.at("solution").at("held_out_correct").get<bool>());
+  EXPECT_FALSE(t.at("broken").at("compiled").get<bool>());
+  ASSERT_EQ(t.at("problems").size(), 1u) << t.dump();
+  EXPECT_NE(t.at("problems").at(0).get<std::string>().find("not above 1000"), std::string::npos);
+}
+
 TEST_F(PipelineTest, InvalidSubmissionsAreRefusedAndTheDaemonCarriesOn) {
   EXPECT_EQ(daemon_->ctl({"submit", "cpu/reduction", "--agent", "nosuchagent"}).exitCode, 1);
   EXPECT_EQ(daemon_->ctl({"submit", "nosuchsuite"}).exitCode, 1);
