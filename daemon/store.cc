@@ -597,18 +597,21 @@ Result<AttemptRecord> Store::getAttempt(std::int64_t attemptId) {
   return found->front();
 }
 
-Result<RunChange> Store::setAttemptStage(std::int64_t attemptId, const std::string& stage) {
+// One column of a running attempt changes, with the event that says so, in one transaction.
+// `column` is one of the callers' fixed names, never user input.
+Result<RunChange> Store::setAttemptColumn(std::int64_t attemptId, const char* column, const std::string& value,
+                                          const std::string& eventKind, const std::string& eventKey) {
   std::lock_guard lock(mutex_);
   auto tx = sqlite::Transaction::begin(db_);
   if (!tx) return tx.error();
   auto found = queryAttempts("id = ?", std::to_string(attemptId));
   if (!found) return found.error();
   if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
-  auto up = db_.prepare("UPDATE attempts SET stage = ? WHERE id = ?");
+  auto up = db_.prepare(std::string("UPDATE attempts SET ") + column + " = ? WHERE id = ?");
   if (!up) return up.error();
-  if (auto s = up->bind(1, stage).bind(2, attemptId).run(); !s) return s.error();
+  if (auto s = up->bind(1, value).bind(2, attemptId).run(); !s) return s.error();
   const AttemptRecord& a = found->front();
-  auto ev = insertEvent(a.runId, a.id, "attempt.stage", json{{"stage", stage}, {"task", a.taskId}});
+  auto ev = insertEvent(a.runId, a.id, eventKind, json{{eventKey, value}, {"task", a.taskId}});
   if (!ev) return ev.error();
   auto run = loadRun(a.runId);
   if (!run) return run.error();
@@ -616,23 +619,12 @@ Result<RunChange> Store::setAttemptStage(std::int64_t attemptId, const std::stri
   return RunChange{std::move(*run), {*ev}};
 }
 
+Result<RunChange> Store::setAttemptStage(std::int64_t attemptId, const std::string& stage) {
+  return setAttemptColumn(attemptId, "stage", stage, "attempt.stage", "stage");
+}
+
 Result<RunChange> Store::setAttemptSnapshot(std::int64_t attemptId, const std::string& sha256) {
-  std::lock_guard lock(mutex_);
-  auto tx = sqlite::Transaction::begin(db_);
-  if (!tx) return tx.error();
-  auto found = queryAttempts("id = ?", std::to_string(attemptId));
-  if (!found) return found.error();
-  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
-  auto up = db_.prepare("UPDATE attempts SET snapshot_sha256 = ? WHERE id = ?");
-  if (!up) return up.error();
-  if (auto s = up->bind(1, sha256).bind(2, attemptId).run(); !s) return s.error();
-  const AttemptRecord& a = found->front();
-  auto ev = insertEvent(a.runId, a.id, "attempt.snapshot", json{{"snapshot", sha256}, {"task", a.taskId}});
-  if (!ev) return ev.error();
-  auto run = loadRun(a.runId);
-  if (!run) return run.error();
-  if (auto s = tx->commit(); !s) return s.error();
-  return RunChange{std::move(*run), {*ev}};
+  return setAttemptColumn(attemptId, "snapshot_sha256", sha256, "attempt.snapshot", "snapshot");
 }
 
 Result<RunChange> Store::finishAttempt(std::int64_t attemptId, const std::string& state,

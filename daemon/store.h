@@ -169,6 +169,8 @@ class Store {
   Result<EventRecord> attemptStateEvent(const AttemptRecord& a, const std::string& state,
                                         const nlohmann::json& extra);
   Result<std::vector<EventRecord>> completeRunIfDone(const std::string& runId);
+  Result<RunChange> setAttemptColumn(std::int64_t attemptId, const char* column, const std::string& value,
+                                     const std::string& eventKind, const std::string& eventKey);
 
   std::mutex mutex_;
   sqlite::Database db_;
