@@ -1,0 +1,107 @@
+// akaconfig.h - what every C++ harness shares: the configuration of a case (Config, typed
+// getters with errors that name the configuration and key) and the seeded generator (Rng:
+// xoshiro256** seeded by splitmix64), so inputs come out byte-identical for a given
+// (configuration, seed) whichever harness generates them.
+#pragma once
+
+#include "akt.h"
+
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+
+using akt::DType;
+using akt::Tensor;
+using akt::TensorSet;
+
+// One configuration: the flat JSON object from task.yaml, with typed getters whose errors name
+// the configuration and the key.
+class Config {
+ public:
+  struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+
+  explicit Config(nlohmann::json j) : j_(std::move(j)) {
+    if (!j_.is_object()) throw Error("configuration is not a JSON object");
+    if (!j_.contains("name") || !j_["name"].is_string()) throw Error("configuration has no string 'name'");
+  }
+
+  std::string name() const { return j_["name"].get<std::string>(); }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  const nlohmann::json& json() const { return j_; }
+
+  int64_t getInt(const std::string& key) const {
+    const nlohmann::json& v = need(key);
+    if (!v.is_number_integer()) fail(key, "is not an integer");
+    return v.get<int64_t>();
+  }
+  int64_t getInt(const std::string& key, int64_t min, int64_t max) const {
+    int64_t v = getInt(key);
+    if (v < min || v > max)
+      fail(key, "= " + std::to_string(v) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    return v;
+  }
+  // A dimension: an integer >= 1.
+  size_t getSize(const std::string& key) const {
+    return static_cast<size_t>(getInt(key, 1, std::numeric_limits<int32_t>::max()));
+  }
+  double getDouble(const std::string& key) const {
+    const nlohmann::json& v = need(key);
+    if (!v.is_number()) fail(key, "is not a number");
+    return v.get<double>();
+  }
+  std::string getString(const std::string& key) const {
+    const nlohmann::json& v = need(key);
+    if (!v.is_string()) fail(key, "is not a string");
+    return v.get<std::string>();
+  }
+  DType getDType(const std::string& key) const {
+    try {
+      return akt::parseDType(getString(key));
+    } catch (const akt::Error& e) {
+      fail(key, e.what());
+    }
+  }
+
+ private:
+  const nlohmann::json& need(const std::string& key) const {
+    if (!j_.contains(key)) fail(key, "is missing");
+    return j_[key];
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw Error("configuration '" + name() + "': key '" + key + "' " + why);
+  }
+  nlohmann::json j_;
+};
+
+// Deterministic input generation: xoshiro256** seeded through splitmix64, so a (config, seed)
+// pair always yields the same bytes on every machine.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (uint64_t& s : s_) s = splitmix(seed);
+  }
+  uint64_t next() {
+    uint64_t result = rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
+    s_[2] ^= s_[0]; s_[3] ^= s_[1]; s_[1] ^= s_[2]; s_[0] ^= s_[3];
+    s_[2] ^= t; s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  float uniform(float lo, float hi) { return lo + static_cast<float>(uniform()) * (hi - lo); }
+  int64_t range(int64_t lo, int64_t hi) {  // [lo, hi]
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+
+ private:
+  static uint64_t splitmix(uint64_t& x) {
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
