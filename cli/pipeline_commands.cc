@@ -398,8 +398,16 @@ void addPipelineCommands(CLI::App& app, int& exitCode) {
   snapshot->add_subcommand("list", "Snapshots in the daemon's store")->callback([&exitCode] {
     int code = kExitOk;
     auto r = callDaemon("snapshot.list", json::object(), code);
-    if (r) printJson(*r);
     exitCode = code;
+    if (!r) return;
+    if (cliOptions().json) return printJson(*r);
+    std::printf("%-64s %-10s %-6s %-24s %-8s %s\n", "SHA256", "BYTES", "FILES", "TASK", "ATTEMPT", "AGENT");
+    for (const json& s : r->at("snapshots")) {
+      const json& m = s.value("metadata", json::object());
+      std::printf("%-64s %-10s %-6s %-24s %-8s %s%s\n", str(s, "sha256").c_str(), s.value("archive_size", json(0)).dump().c_str(),
+                  s.value("files", json(0)).dump().c_str(), str(m, "task").c_str(), m.value("attempt", json("-")).dump().c_str(),
+                  str(m, "agent").c_str(), s.value("corrupt", false) ? "  CORRUPT" : "");
+    }
   });
   auto showSha = std::make_shared<std::string>();
   auto* show = snapshot->add_subcommand("show", "A stored snapshot's manifest");

@@ -321,7 +321,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
   table.add("snapshot.list", [&ctx](const Peer&, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     if (ctx.snapshots == nullptr) return noExecutor();
-    return json{{"snapshots", ctx.snapshots->listJson()}};
+    return ctx.snapshots->listJson();  // {"snapshots": [...]}
   });
 
   table.add("snapshot.show", [&ctx](const Peer&, const json& params) -> Result<json> {

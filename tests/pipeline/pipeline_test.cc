@@ -328,7 +328,13 @@ TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   EXPECT_GT(s2, 1.0);
   EXPECT_LT(std::abs(s1 - s2) / s1, 0.5) << s1 << " vs " << s2;
 
-  // The archive can be fetched and checked by hand.
+  // The store lists it with its attempt, shows its entries, and hands it out for checking.
+  json listed = daemon_->ctlJson({"snapshot", "list"});
+  bool found = false;
+  for (const json& e : listed.at("snapshots"))
+    if (e.at("sha256") == sha) found = e.at("metadata").at("attempt") == a.at("id");
+  EXPECT_TRUE(found) << listed.dump();
+  EXPECT_FALSE(daemon_->ctlJson({"snapshot", "show", sha}).at("entries").empty());
   TempDir out;
   auto exported = daemon_->ctl({"snapshot", "export", sha, "-o", (out / "a.tar.zst").string()});
   ASSERT_EQ(exported.exitCode, 0) << exported.err;
