@@ -68,7 +68,15 @@ class PipelineDaemon {
   explicit PipelineDaemon(const std::string& tag) : parent_("akad-test-" + tag + "-" + std::to_string(::getpid())) {
     paths_ = {dir_ / "akad.sock", dir_ / "state", AKAD_TEST_TASKS_DIR};
   }
-  ~PipelineDaemon() { stop(); }
+  ~PipelineDaemon() {
+    stop();
+    // The per-test cgroup parent is the test's own: once empty, it goes too.
+    std::error_code ec;
+    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+      for (const fs::path& p : {h.path() / parent_, fs::path("/sys/fs/cgroup") / parent_})
+        if (fs::is_directory(p, ec)) ::rmdir(p.c_str());
+    }
+  }
 
   void start() {
     auto d = DaemonProcess::start(paths_, {"--workers", "1", "--cgroup-parent", parent_, "--gpus", "none"});
