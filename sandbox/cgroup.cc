@@ -128,6 +128,19 @@ std::vector<std::string> childDirsDeepestFirst(const std::string& dir) {
   return out;
 }
 
+Status removeCgroupsBelow(const std::string& dir, const std::function<Status(const std::string&)>& removeOne,
+                          int& removed) {
+  Status firstError;
+  for (const auto& rel : childDirsDeepestFirst(dir)) {
+    if (auto st = removeOne(dir + "/" + rel); !st) {
+      if (firstError) firstError = st;
+    } else {
+      ++removed;
+    }
+  }
+  return firstError;
+}
+
 }  // namespace cgroupfs
 
 Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,10 @@ std::optional<uint64_t> readKeyValue(const std::string& path, const std::string&
 std::optional<uint64_t> readNumber(const std::string& path);
 // Child directories of `dir` (names), depth-first post-order (deepest first), relative to dir.
 std::vector<std::string> childDirsDeepestFirst(const std::string& dir);
+// Every cgroup below `dir`, deepest first, goes through `removeOne` (kill its processes, then
+// rmdir); adds the ones removed to `removed` and returns the first failure, if any.
+Status removeCgroupsBelow(const std::string& dir, const std::function<Status(const std::string&)>& removeOne,
+                          int& removed);
 }  // namespace cgroupfs
 
 }  // namespace akad::box

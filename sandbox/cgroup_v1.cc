@@ -207,15 +207,11 @@ Result<int> cleanupCgroupV1(const std::string& parent) {
     if (m.type != "cgroup" || !seen.insert(m.path).second) continue;
     std::string dir = m.path + "/" + parent;
     if (::access(dir.c_str(), F_OK) != 0) continue;
-    for (const auto& rel : childDirsDeepestFirst(dir)) {
-      std::string child = dir + "/" + rel;
+    auto st = removeCgroupsBelow(dir, [](const std::string& child) {
       killProcsUntilEmpty(child);
-      if (auto st = removeDir(child); !st) {
-        if (firstError) firstError = st;
-      } else {
-        ++removed;
-      }
-    }
+      return removeDir(child);
+    }, removed);
+    if (!st && firstError) firstError = st;
   }
   if (!firstError) return firstError.error();
   return removed;

@@ -200,16 +200,10 @@ Result<int> cleanupCgroupV2(const std::string& parent) {
   std::string dir = *root + "/" + parent;
   if (::access(dir.c_str(), F_OK) != 0) return 0;
   int removed = 0;
-  Status firstError;
-  for (const auto& rel : childDirsDeepestFirst(dir)) {
-    std::string child = dir + "/" + rel;
+  Status firstError = removeCgroupsBelow(dir, [](const std::string& child) {
     killCgroup(child);
-    if (auto st = removeDir(child); !st) {
-      if (firstError) firstError = st;
-    } else {
-      ++removed;
-    }
-  }
+    return removeDir(child);
+  }, removed);
   if (!firstError) return firstError.error();
   return removed;
 }
