@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "common/log.h"
@@ -28,6 +30,46 @@ constexpr std::size_t kMaxLogBytes = 1 << 20;
 constexpr std::size_t kExportChunkBytes = 256 << 10;
 
 Error invalid(const std::string& message) { return Error{message, proto::kInvalidParams}; }
+
+// The background jobs in flight, so shut-down can stop them before the context goes away.
+struct BackgroundJobs {
+  std::mutex mutex;
+  std::condition_variable idle;
+  int running = 0;
+  bool stopping = false;
+  std::set<SandboxCanceller*> cancellers;
+};
+BackgroundJobs& jobs() {
+  static BackgroundJobs j;
+  return j;
+}
+
+// Holds a job's place in BackgroundJobs for as long as it runs; false if the daemon is stopping.
+class BackgroundJob {
+ public:
+  BackgroundJob() {
+    std::lock_guard lock(jobs().mutex);
+    accepted_ = !jobs().stopping;
+    if (accepted_) {
+      ++jobs().running;
+      jobs().cancellers.insert(&canceller_);
+    }
+  }
+  ~BackgroundJob() {
+    if (!accepted_) return;
+    std::lock_guard lock(jobs().mutex);
+    jobs().cancellers.erase(&canceller_);
+    --jobs().running;
+    jobs().idle.notify_all();
+  }
+  bool accepted() const { return accepted_; }
+  bool stopping() const { return canceller_.cancelled(); }
+  SandboxCanceller* canceller() { return &canceller_; }
+
+ private:
+  bool accepted_ = false;
+  SandboxCanceller canceller_;
+};
 
 Error noExecutor() {
   return Error{"this daemon runs without an executor (--workers 0)", proto::kConflict};
@@ -113,10 +155,12 @@ void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Respo
   if (ctx.scheduler == nullptr) return r->finish(noExecutor());
   // Validation runs many sandboxes: off the server thread, answering through the responder.
   std::thread([&ctx, ids = *ids, minSpeedup, r] {
+    BackgroundJob job;
+    if (!job.accepted()) return r->finish(Error{"the daemon is shutting down", proto::kShuttingDown});
     json results = json::array();
     bool allOk = true;
     for (const auto& id : ids) {
-      if (r->done()) return;
+      if (r->done() || job.stopping()) return r->finish(Error{"validation stopped", proto::kShuttingDown});
       json row = {{"task", id}};
       auto task = ctx.tasks.load(id);
       if (!task) {
@@ -131,10 +175,11 @@ void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Respo
         env.akacheck = cfg.akacheck;
         env.sandbox_uid = cfg.sandbox_uid;
         env.sandbox_gid = cfg.sandbox_gid;
+        env.canceller = job.canceller();
         auto image = loadImageProfile(ctx.imagesDir, task->image);
         std::unique_ptr<GpuLease> lease;
         if (task->gpu) {
-          auto g = ctx.gpus->acquire("tasks validate " + id, "", [&] { return r->done(); });
+          auto g = ctx.gpus->acquire("tasks validate " + id, "", [&] { return r->done() || job.stopping(); });
           if (g) {
             lease = std::make_unique<GpuLease>(*ctx.gpus, g);
             env.gpus = {g->id};
@@ -170,6 +215,8 @@ void exportSnapshot(DaemonContext& ctx, const json& params, std::shared_ptr<Resp
   if (!sha) return r->finish(sha.error());
   if (ctx.snapshots == nullptr) return r->finish(noExecutor());
   std::thread([&ctx, sha = *sha, r] {
+    BackgroundJob job;
+    if (!job.accepted()) return r->finish(Error{"the daemon is shutting down", proto::kShuttingDown});
     auto path = ctx.snapshots->openVerified(sha);
     if (!path) return r->finish(Error{path.error().message, proto::kNotFound});
     auto manifest = ctx.snapshots->manifest(sha);
@@ -177,7 +224,7 @@ void exportSnapshot(DaemonContext& ctx, const json& params, std::shared_ptr<Resp
     std::ifstream in(*path, std::ios::binary);
     std::string buf(kExportChunkBytes, '\0');
     static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    while (in && !r->done()) {
+    while (in && !r->done() && !job.stopping()) {
       in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
       std::size_t n = static_cast<std::size_t>(in.gcount());
       if (n == 0) break;
@@ -199,6 +246,13 @@ void exportSnapshot(DaemonContext& ctx, const json& params, std::shared_ptr<Resp
 }
 
 }  // namespace
+
+void stopPipelineJobs() {
+  std::unique_lock lock(jobs().mutex);
+  jobs().stopping = true;
+  for (SandboxCanceller* c : jobs().cancellers) c->cancel();
+  jobs().idle.wait(lock, [] { return jobs().running == 0; });
+}
 
 void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
   table.add("run.report", [&ctx](const Peer&, const json& params) -> Result<json> {
