@@ -589,12 +589,17 @@ Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Store:
   return std::make_pair(std::optional<AttemptRecord>(), std::vector<EventRecord>{});
 }
 
-Result<AttemptRecord> Store::getAttempt(std::int64_t attemptId) {
-  std::lock_guard lock(mutex_);
+// Callers hold the mutex.
+Result<AttemptRecord> Store::loadAttempt(std::int64_t attemptId) {
   auto found = queryAttempts("id = ?", std::to_string(attemptId));
   if (!found) return found.error();
   if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
   return found->front();
+}
+
+Result<AttemptRecord> Store::getAttempt(std::int64_t attemptId) {
+  std::lock_guard lock(mutex_);
+  return loadAttempt(attemptId);
 }
 
 // One column of a running attempt changes, with the event that says so, in one transaction.
@@ -604,13 +609,12 @@ Result<RunChange> Store::setAttemptColumn(std::int64_t attemptId, const char* co
   std::lock_guard lock(mutex_);
   auto tx = sqlite::Transaction::begin(db_);
   if (!tx) return tx.error();
-  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  auto found = loadAttempt(attemptId);
   if (!found) return found.error();
-  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
   auto up = db_.prepare(std::string("UPDATE attempts SET ") + column + " = ? WHERE id = ?");
   if (!up) return up.error();
   if (auto s = up->bind(1, value).bind(2, attemptId).run(); !s) return s.error();
-  const AttemptRecord& a = found->front();
+  const AttemptRecord& a = *found;
   auto ev = insertEvent(a.runId, a.id, eventKind, json{{eventKey, value}, {"task", a.taskId}});
   if (!ev) return ev.error();
   auto run = loadRun(a.runId);
@@ -634,10 +638,9 @@ Result<RunChange> Store::finishAttempt(std::int64_t attemptId, const std::string
   std::lock_guard lock(mutex_);
   auto tx = sqlite::Transaction::begin(db_);
   if (!tx) return tx.error();
-  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  auto found = loadAttempt(attemptId);
   if (!found) return found.error();
-  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
-  const AttemptRecord& a = found->front();
+  const AttemptRecord& a = *found;
   std::vector<EventRecord> events;
   if (a.state == "running") {
     const std::string now = nowIso8601();
@@ -670,10 +673,9 @@ Result<RunChange> Store::requeueAttempt(std::int64_t attemptId, const std::strin
   std::lock_guard lock(mutex_);
   auto tx = sqlite::Transaction::begin(db_);
   if (!tx) return tx.error();
-  auto found = queryAttempts("id = ?", std::to_string(attemptId));
+  auto found = loadAttempt(attemptId);
   if (!found) return found.error();
-  if (found->empty()) return Error{"no attempt with id " + std::to_string(attemptId), protocol::kNotFound};
-  const AttemptRecord& a = found->front();
+  const AttemptRecord& a = *found;
   std::vector<EventRecord> events;
   if (a.state == "running") {
     auto up = db_.prepare("UPDATE attempts SET state = 'queued', stage = NULL, started_at = NULL WHERE id = ?");

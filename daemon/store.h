@@ -165,6 +165,7 @@ class Store {
   Result<EventRecord> insertEvent(const std::string& runId, std::optional<std::int64_t> attemptId,
                                   const std::string& kind, const nlohmann::json& data);
   Result<AttemptCounts> countAttempts(const std::string& runId);
+  Result<AttemptRecord> loadAttempt(std::int64_t attemptId);
   Result<std::vector<AttemptRecord>> queryAttempts(const std::string& where, const std::string& bindText);
   Result<EventRecord> attemptStateEvent(const AttemptRecord& a, const std::string& state,
                                         const nlohmann::json& extra);
