@@ -409,7 +409,10 @@ Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& 
   r.stdout_file = root / "trusted-build.log";
   r.stderr_file = root / "trusted-build.log";
   auto outcome = runSandbox(r, env.canceller);
-  if (!outcome) return outcome.error();
+  if (!outcome) {
+    fs::remove_all(tmp, ec);  // a cancelled or failed start leaves no half-built tree
+    return outcome.error();
+  }
   if (!outcome->succeeded()) {
     fs::remove_all(tmp, ec);
     return Error{"the trusted build of task " + task.id + " failed (" + outcome->describe() +
