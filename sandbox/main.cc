@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
       {"--cwd", "cwd", "working directory inside"},
   };
   const Flag repeatable[] = {
-      {"--bind", "binds", "SRC:DST[:rw] extra bind mount, read-only unless :rw (repeatable)"},
+      {"--bind", "binds", "SRC:DST[:rw][,dev] extra bind mount, read-only unless rw; dev keeps device nodes usable (the device cgroup still decides) (repeatable)"},
       {"--tmpfs", "tmpfs", "DST[:SIZE] private tmpfs (repeatable)"},
       {"--env", "env", "KEY=VALUE added to the environment (repeatable)"},
       {"--device", "devices", "device node bound into /dev and allowed in the device cgroup (repeatable)"},

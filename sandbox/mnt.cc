@@ -240,7 +240,7 @@ Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePass
   if (!spec.workspace.empty())
     if (auto st = bindMount(spec.workspace, "/workspace", true); !st) return st;
   for (const auto& b : spec.binds)
-    if (auto st = bindMount(b.src, b.dst, b.rw); !st) return st;
+    if (auto st = bindMount(b.src, b.dst, b.rw, b.dev ? MS_NOSUID : MS_NOSUID | MS_NODEV); !st) return st;
 
   if (::umount2(kOldRoot, MNT_DETACH) != 0) return errnoError(std::string("umount2(") + kOldRoot + ", MNT_DETACH)");
   if (::rmdir(kOldRoot) != 0) return errnoError(std::string("rmdir(") + kOldRoot + ")");

@@ -83,7 +83,7 @@ bool isAbsoluteClean(const std::string& p) {
   return true;
 }
 
-// "SRC:DST[:rw|ro]" or {"src":..,"dst":..,"rw":bool}
+// "SRC:DST[:MODE[,MODE]]" with MODE ro, rw or dev, or {"src":..,"dst":..,"rw":bool,"dev":bool}
 Result<BindMount> parseBind(const json& v) {
   BindMount b;
   if (v.is_object()) {
@@ -92,18 +92,25 @@ Result<BindMount> parseBind(const json& v) {
     b.dst = v.value("dst", b.src);
     if (v.contains("rw") && !v["rw"].is_boolean()) return fieldError("binds", "'rw' must be true or false: " + v.dump());
     b.rw = v.value("rw", false);
+    if (v.contains("dev") && !v["dev"].is_boolean()) return fieldError("binds", "'dev' must be true or false: " + v.dump());
+    b.dev = v.value("dev", false);
   } else if (v.is_string()) {
     std::string s = v.get<std::string>();
     std::vector<std::string> parts;
     std::stringstream ss(s);
     std::string part;
     while (std::getline(ss, part, ':')) parts.push_back(part);
-    if (parts.size() < 1 || parts.size() > 3) return fieldError("binds", "expected SRC:DST[:rw], got '" + s + "'");
+    if (parts.size() < 1 || parts.size() > 3) return fieldError("binds", "expected SRC:DST[:rw|ro][,dev], got '" + s + "'");
     b.src = parts[0];
     b.dst = parts.size() >= 2 ? parts[1] : parts[0];
     if (parts.size() == 3) {
-      if (parts[2] == "rw") b.rw = true;
-      else if (parts[2] != "ro") return fieldError("binds", "mode must be rw or ro in '" + s + "'");
+      std::stringstream modes(parts[2]);
+      std::string mode;
+      while (std::getline(modes, mode, ',')) {
+        if (mode == "rw") b.rw = true;
+        else if (mode == "dev") b.dev = true;
+        else if (mode != "ro") return fieldError("binds", "mode must be rw, ro or dev in '" + s + "'");
+      }
     }
   } else {
     return fieldError("binds", "expected \"SRC:DST[:rw]\" or an object, got " + v.dump());

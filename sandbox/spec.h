@@ -21,6 +21,9 @@ struct BindMount {
   std::string src;
   std::string dst;
   bool rw = false;
+  // Device nodes under this bind stay usable (no nodev); the device cgroup still decides which
+  // ones open, so this is how one shows that it, not the mount flag, holds the line.
+  bool dev = false;
 };
 
 struct TmpfsMount {

@@ -278,7 +278,19 @@ TEST_F(BoxTest, DevicePassthroughIsBoundAndAllowed) {
   EXPECT_EQ(value(r.out, "devopen"), "ok") << r.out << r.err;
   // Bound elsewhere without --device, the same node is unusable (nodev bind).
   BoxRun b = run({"--bind", node + ":/tmp/fusedev"}, {probe(), "devopen", "/tmp/fusedev"});
-  EXPECT_NE(value(b.out, "devopen"), "ok") << b.out;
+  EXPECT_EQ(value(b.out, "devopen"), "Permission denied") << b.out;
+}
+
+TEST_F(BoxTest, DeviceCgroupRefusesANodeBoundByHandWithoutNodev) {
+  // The mount flag is lifted (dev), so only the device cgroup stands between the sandbox and
+  // the node: the open must fail with EPERM, the device cgroup's answer, not nodev's EACCES.
+  std::string node = tmp_ + "/fusedev";
+  ASSERT_EQ(::mknod(node.c_str(), S_IFCHR | 0666, makedev(10, 229)), 0);
+  ::chmod(node.c_str(), 0666);
+  BoxRun denied = run({"--bind", node + ":/tmp/fusedev:ro,dev"}, {probe(), "devopen", "/tmp/fusedev"});
+  EXPECT_EQ(value(denied.out, "devopen"), "Operation not permitted") << denied.out << denied.err;
+  BoxRun allowed = run({"--device", node, "--bind", node + ":/tmp/fusedev:dev"}, {probe(), "devopen", "/tmp/fusedev"});
+  EXPECT_EQ(value(allowed.out, "devopen"), "ok") << allowed.out << allowed.err;
 }
 
 }  // namespace
