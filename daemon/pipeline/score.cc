@@ -42,8 +42,19 @@ struct Phase {
 
 struct Layout {
   fs::path root, ws, gen, expected, plans, out, logs;
+  fs::path trustedRoot;  // <trusted cache>/<task hash>: the trusted build and trusted JIT caches
   fs::path inputs(const std::string& phase) const { return root / ("in-" + phase); }
+  // JIT caches (Triton kernels, CUDA's PTX cache), one per kind of program so that no program
+  // reads what another wrote: the reference's and the baseline's are trusted code and are kept
+  // per task version across scorings; the candidate's lives only as long as this scoring, shared
+  // by its own processes so that each does not compile its kernels again.
+  fs::path jitCache(const std::string& who) const {
+    return who == "candidate" ? root / "jit-candidate" : trustedRoot / ("jit-" + who);
+  }
 };
+
+// Where a sandbox sees its JIT cache, and the variables that point the toolchains at it.
+constexpr const char* kJitMount = "/jit";
 
 std::string shellJoin(const std::vector<std::string>& cmds) {
   std::string s = "set -e\n";
@@ -117,14 +128,30 @@ class GateRunner {
     return chownTree(dir, env_.sandbox_uid, env_.sandbox_gid);
   }
 
+  // Binds the JIT cache of `who` (reference, baseline or candidate) read-write at /jit.
+  Status useJitCache(SandboxRequest& r, const std::string& who) const {
+    const fs::path dir = l_.jitCache(who);
+    std::error_code ec;
+    if (!fs::exists(dir)) {
+      fs::create_directories(dir, ec);
+      if (ec) return Error{"cannot create the JIT cache " + dir.string() + ": " + ec.message()};
+      if (auto s = ownForSandbox(dir); !s) return s;
+    }
+    r.binds.push_back({dir, kJitMount, true});
+    r.env["TRITON_CACHE_DIR"] = std::string(kJitMount) + "/triton";
+    r.env["CUDA_CACHE_PATH"] = std::string(kJitMount) + "/cuda";
+    return {};
+  }
+
   // Runs the candidate (or baseline) runner with only the phase's inputs visible.
-  Result<SandboxOutcome> runRunner(const fs::path& programDir, const std::string& mode,
+  Result<SandboxOutcome> runRunner(const std::string& who, const fs::path& programDir, const std::string& mode,
                                    const std::string& plan, const std::string& phase,
                                    const fs::path& outDir, double wallS, const std::string& logName) const {
     std::error_code ec;
     fs::create_directories(outDir, ec);
     if (auto s = ownForSandbox(outDir); !s) return s.error();
     SandboxRequest r = request(wallS, logName, task_.gpu);
+    if (auto s = useJitCache(r, who); !s) return s.error();
     r.binds.push_back({programDir, "/candidate", false});
     r.binds.push_back({l_.inputs(phase), "/data", false});
     r.binds.push_back({l_.plans / plan, "/plans/" + plan, false});
@@ -223,7 +250,7 @@ json readGpuState(const fs::path& outDir, bool& throttled) {
 json correctnessGate(const GateRunner& g, const fs::path& candidateDir, const Phase& p) {
   const std::string plan = p.name + "-check.json";
   const fs::path out = g.layout().out / (p.name + "-check");
-  auto r = g.runRunner(candidateDir, "check", plan, p.name, out, g.task().limits.correctness_s,
+  auto r = g.runRunner("candidate", candidateDir, "check", plan, p.name, out, g.task().limits.correctness_s,
                        p.name + "-check-run");
   if (!r) return gate(false, r.error().message);
   json result = gate(true, "");
@@ -266,7 +293,7 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
       const std::string who = side == 0 ? "baseline" : "candidate";
       const std::string tag = p.name + "-perf-" + who + "-" + std::to_string(round);
       const fs::path out = g.layout().out / tag;
-      auto r = g.runRunner(side == 0 ? baselineDir : candidateDir, "perf", plan, p.name, out,
+      auto r = g.runRunner(who, side == 0 ? baselineDir : candidateDir, "perf", plan, p.name, out,
                            task.limits.performance_s, tag);
       if (!r) return gate(false, r.error().message);
       if (!r->succeeded()) {
@@ -355,6 +382,7 @@ Status generateData(const GateRunner& g, const fs::path& trustedDir, const std::
   if (auto s = g.ownForSandbox(l.gen); !s) return s;
   SandboxRequest r = g.request(g.task().limits.correctness_s, "reference-generate", g.task().gpu);
   r.binds.push_back({trustedDir, "/trusted", false});
+  if (auto s = g.useJitCache(r, "reference"); !s) return s;
   r.workspace = l.gen;
   r.command = {"/trusted/reference", "generate", "--plan", "/workspace/plan.json", "--data", "/workspace"};
   auto outcome = g.run(r);
@@ -443,6 +471,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   l.plans = workDir / "plans";
   l.out = workDir / "out";
   l.logs = workDir / "logs";
+  l.trustedRoot = env.trusted_cache / task.content_hash;
   std::error_code ec;
   if (fs::exists(workDir)) return Error{"scoring directory " + workDir.string() + " already exists"};
   for (const auto& d : {l.gen, l.expected, l.plans, l.out, l.logs}) {

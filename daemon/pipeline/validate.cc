@@ -32,8 +32,12 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
     if (auto s = copyTree(task.workspaceDir(), *tree); !s) return s.error();
   if (auto s = copyTree(task.solutionDir(), solutionTree); !s) return s.error();
   for (const auto& e : task.editable) {
+    // A line that no build of this file accepts: a preprocessor error for C, C++ and HIP; for
+    // Python (where '#' starts a comment) a statement that does not parse.
+    const bool python = fs::path(e).extension() == ".py";
     std::ofstream f(brokenTree / e, std::ios::app);
-    f << "\n#error this file was broken on purpose by task validation\n";
+    f << (python ? "\nthis line is not Python: broken on purpose by task validation\n"
+                 : "\n#error this file was broken on purpose by task validation\n");
   }
 
   json out = {{"task", task.id}, {"task_hash", task.content_hash}};
