@@ -537,7 +537,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
     notify("correctness");
     gates["correctness"] = correctnessGate(g, l.ws, phases[0]);
     correct = gates["correctness"]["pass"];
-    if (correct) {
+    if (correct && env.measure_performance) {
       notify("performance");
       gates["performance"] = performanceGate(g, *trusted, l.ws, phases[0]);
       if (gates["performance"]["pass"]) speedup = gates["performance"]["speedup"];
@@ -547,7 +547,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
     notify("held_out_correctness");
     gates["held_out_correctness"] = correctnessGate(g, l.ws, phases[1]);
     heldCorrect = gates["held_out_correctness"]["pass"];
-    if (heldCorrect) {
+    if (heldCorrect && env.measure_performance) {
       notify("held_out_performance");
       gates["held_out_performance"] = performanceGate(g, *trusted, l.ws, phases[1]);
       if (gates["held_out_performance"]["pass"]) heldSpeedup = gates["held_out_performance"]["speedup"];
@@ -562,6 +562,12 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   result["held_out_correct"] = heldCorrect;
   result["held_out_speedup"] = heldCorrect ? json(heldSpeedup) : json(nullptr);
   result["score"] = arenaScore(compileOk, correct, speedup);
+  if (!env.measure_performance) {
+    result["performance_measured"] = false;
+    result["speedup"] = nullptr;
+    result["held_out_speedup"] = nullptr;
+    result["score"] = nullptr;
+  }
   std::string reason;
   for (const char* name : {"compile", "correctness", "performance"})
     if (gates.contains(name) && !gates[name]["pass"].get<bool>()) {

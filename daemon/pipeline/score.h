@@ -40,6 +40,9 @@ struct ScoringEnvironment {
   std::function<void(const std::string& gate)> on_gate;  // progress for run.watch
   // Seeds are fresh per scoring; a re-score of the same snapshot draws new ones.
   std::function<uint64_t()> draw_seed;
+  // false: compile and correctness gates only (task validation of a baseline, which would only
+  // be timed against itself); the result then has "performance_measured": false.
+  bool measure_performance = true;
 };
 
 // Builds (once per task content hash) the task's trusted programs: the reference and the

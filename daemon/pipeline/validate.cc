@@ -15,7 +15,8 @@ json summary(const json& r) {
             {"correct", r.value("correct", false)},
             {"speedup", r.value("speedup", json(nullptr))},
             {"held_out_correct", r.value("held_out_correct", false)},
-            {"held_out_speedup", r.value("held_out_speedup", json(nullptr))}};
+            {"held_out_speedup", r.value("held_out_speedup", json(nullptr))},
+            {"performance_measured", r.value("performance_measured", true)}};
   if (r.contains("failure")) s["failure"] = r["failure"];
   return s;
 }
@@ -43,7 +44,10 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
   json out = {{"task", task.id}, {"task_hash", task.content_hash}};
   std::vector<std::string> problems;
 
-  auto baseline = scoreCandidate(task, task.workspaceDir(), workDir / "score-baseline", env);
+  // The baseline needs to pass, not to be timed against itself: correctness gates only.
+  ScoringEnvironment correctnessOnly = env;
+  correctnessOnly.measure_performance = false;
+  auto baseline = scoreCandidate(task, task.workspaceDir(), workDir / "score-baseline", correctnessOnly);
   if (!baseline) return baseline.error();
   out["baseline"] = summary(*baseline);
   if (!(*baseline)["correct"].get<bool>() || !(*baseline)["held_out_correct"].get<bool>())
@@ -58,7 +62,7 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
     problems.push_back("the solution's speedup " + (*solution)["speedup"].dump() + " is not above " +
                        std::to_string(minSpeedup));
 
-  auto broken = scoreCandidate(task, brokenTree, workDir / "score-broken", env);
+  auto broken = scoreCandidate(task, brokenTree, workDir / "score-broken", correctnessOnly);
   if (!broken) return broken.error();
   out["broken"] = summary(*broken);
   if ((*broken)["compiled"].get<bool>()) problems.push_back("the broken candidate compiled");
