@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Timing stability of GPU scoring against triton.testing.do_bench, for one kernel.
+
+  gpu_timing_stability.py dobench --lib LIB --rows R --cols C
+      one do_bench measurement (median of its repetitions, L2 cleared between them) of
+      softmax_rows(x, y, rows, cols) from a shared library built from a hip2hip/softmax
+      kernel.hip; prints {"median_ms": ...}. Run it once per process: each run is one
+      "session", like one akad scoring.
+  gpu_timing_stability.py summarise --status STATUS.json --dobench FILE [--json OUT]
+      STATUS.json: `akactl --json status RUN` of a run that scored the same kernel N times;
+      FILE: one dobench JSON line per session. Prints, per configuration, the medians akad
+      reported for the candidate in every scoring, their coefficient of variation, and the same
+      for do_bench.
+
+The coefficient of variation is the sample standard deviation over the mean, in percent.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def cv_percent(values):
+    if len(values) < 2:
+        return None
+    return 100.0 * statistics.stdev(values) / statistics.fmean(values)
+
+
+def dobench(args):
+    import ctypes
+
+    import torch
+    import triton.testing
+
+    lib = ctypes.CDLL(args.lib)
+    lib.softmax_rows.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.softmax_rows.restype = None
+    x = torch.randn(args.rows, args.cols, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+
+    def call():
+        lib.softmax_rows(x.data_ptr(), y.data_ptr(), args.rows, args.cols)
+
+    call()
+    torch.cuda.synchronize()
+    err = (y - torch.softmax(x, dim=1)).abs().max().item()
+    if not err < 1e-5:
+        print(f"dobench: the kernel's output is wrong (max error {err})", file=sys.stderr)
+        return 1
+    ms = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
+    print(json.dumps({"median_ms": ms, "rows": args.rows, "cols": args.cols,
+                      "device": torch.cuda.get_device_name(0)}))
+    return 0
+
+
+def summarise(args):
+    with open(args.status) as f:
+        status = json.load(f)
+    per_config = {}
+    for a in status["attempts"]:
+        result = a.get("result") or {}
+        perf = (result.get("gates") or {}).get("performance") or {}
+        if a.get("state") != "scored" or not perf.get("pass"):
+            print(f"attempt {a.get('id')}: not scored with a passing performance gate "
+                  f"({a.get('state')}, {result.get('failure') or a.get('error')})", file=sys.stderr)
+            continue
+        for c in perf["configs"]:
+            per_config.setdefault(c["name"], []).append(c["candidate"]["median_ns"] / 1e3)
+    sessions = []
+    with open(args.dobench) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                sessions.append(json.loads(line)["median_ms"] * 1e3)
+    out = {"akad": {}, "do_bench": {"medians_us": sessions, "cv_percent": cv_percent(sessions)}}
+    for name, medians in sorted(per_config.items()):
+        out["akad"][name] = {"medians_us": medians, "cv_percent": cv_percent(medians)}
+        print(f"akad     {name:<16} n={len(medians):<3} mean median {statistics.fmean(medians):9.2f} us  "
+              f"CV {cv_percent(medians) or float('nan'):.2f}%  values {[round(v, 2) for v in medians]}")
+    if sessions:
+        print(f"do_bench {'(same kernel)':<16} n={len(sessions):<3} mean median {statistics.fmean(sessions):9.2f} us  "
+              f"CV {cv_percent(sessions) or float('nan'):.2f}%  values {[round(v, 2) for v in sessions]}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dobench")
+    d.add_argument("--lib", required=True)
+    d.add_argument("--rows", type=int, required=True)
+    d.add_argument("--cols", type=int, required=True)
+    s = sub.add_parser("summarise")
+    s.add_argument("--status", required=True)
+    s.add_argument("--dobench", required=True)
+    s.add_argument("--json")
+    args = p.parse_args()
+    return dobench(args) if args.cmd == "dobench" else summarise(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
