@@ -239,8 +239,11 @@ int runTasksValidate(const std::vector<std::string>& selectors, double minSpeedu
     if (cliOptions().json || str(ev, "state") != "done") return;
     const json& r = ev.at("result");
     auto speed = [](const json& side) { return side.is_object() ? fmt(side.value("speedup", json()), "%.2fx") : "-"; };
-    std::printf("%-28s %-4s baseline %-7s solution %-7s (held-out %s) broken %s\n", str(r, "task").c_str(),
-                r.value("ok", false) ? "ok" : "FAIL", speed(r.value("baseline", json())).c_str(),
+    auto passes = [](const json& side) {
+      return side.is_object() && side.value("correct", false) && side.value("held_out_correct", false) ? "passes" : "FAILS";
+    };
+    std::printf("%-28s %-4s baseline %-6s solution %-7s (held-out %s) broken %s\n", str(r, "task").c_str(),
+                r.value("ok", false) ? "ok" : "FAIL", passes(r.value("baseline", json())),
                 speed(r.value("solution", json())).c_str(),
                 r.contains("solution") ? fmt(r["solution"].value("held_out_speedup", json()), "%.2fx").c_str() : "-",
                 r.contains("broken") ? (r["broken"].value("compiled", true) ? "compiled!" : "rejected") : "-");

@@ -171,7 +171,7 @@ void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Respo
         const auto& cfg = ctx.scheduler->config();
         ScoringEnvironment env;
         env.tasks_root = ctx.tasks.root();
-        env.trusted_cache = ctx.stateDir / "validate-cache";
+        env.trusted_cache = ctx.stateDir / "tasks";  // the scheduler's: one trusted build per task version
         env.akacheck = cfg.akacheck;
         env.sandbox_uid = cfg.sandbox_uid;
         env.sandbox_gid = cfg.sandbox_gid;

@@ -16,6 +16,7 @@ The coefficient of variation is the sample standard deviation over the mean, in 
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 
@@ -48,15 +49,19 @@ def dobench(args):
         print(f"dobench: the kernel's output is wrong (max error {err})", file=sys.stderr)
         return 1
     ms = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
-    print(json.dumps({"median_ms": ms, "rows": args.rows, "cols": args.cols,
-                      "device": torch.cuda.get_device_name(0)}))
+    props = torch.cuda.get_device_properties(0)
+    try:  # the same form as nvidia-smi's pci.bus_id, which akad's scorings record
+        gpu = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except AttributeError:
+        gpu = "cuda:" + os.environ.get("CUDA_VISIBLE_DEVICES", "?")
+    print(json.dumps({"median_ms": ms, "rows": args.rows, "cols": args.cols, "device": props.name, "gpu": gpu}))
     return 0
 
 
 def summarise(args):
     with open(args.status) as f:
         status = json.load(f)
-    per_config = {}
+    per_config, per_gpu = {}, {}
     for a in status["attempts"]:
         result = a.get("result") or {}
         perf = (result.get("gates") or {}).get("performance") or {}
@@ -64,14 +69,20 @@ def summarise(args):
             print(f"attempt {a.get('id')}: not scored with a passing performance gate "
                   f"({a.get('state')}, {result.get('failure') or a.get('error')})", file=sys.stderr)
             continue
+        states = perf.get("gpu_states") or [{}]
+        gpus = (states[0].get("state") or {}).get("gpus") or [{}]
+        gpu = str(gpus[0].get("pci.bus_id", "?")).lower()
         for c in perf["configs"]:
             per_config.setdefault(c["name"], []).append(c["candidate"]["median_ns"] / 1e3)
-    sessions = []
+            per_gpu.setdefault((c["name"], gpu), []).append(c["candidate"]["median_ns"] / 1e3)
+    sessions, sessions_gpu = [], {}
     with open(args.dobench) as f:
         for line in f:
             line = line.strip()
             if line.startswith("{"):
-                sessions.append(json.loads(line)["median_ms"] * 1e3)
+                d = json.loads(line)
+                sessions.append(d["median_ms"] * 1e3)
+                sessions_gpu.setdefault(d.get("gpu", "?"), []).append(d["median_ms"] * 1e3)
     out = {"akad": {}, "do_bench": {"medians_us": sessions, "cv_percent": cv_percent(sessions)}}
     for name, medians in sorted(per_config.items()):
         out["akad"][name] = {"medians_us": medians, "cv_percent": cv_percent(medians)}
@@ -80,6 +91,12 @@ def summarise(args):
     if sessions:
         print(f"do_bench {'(same kernel)':<16} n={len(sessions):<3} mean median {statistics.fmean(sessions):9.2f} us  "
               f"CV {cv_percent(sessions) or float('nan'):.2f}%  values {[round(v, 2) for v in sessions]}")
+    for (name, gpu), medians in sorted(per_gpu.items()):
+        print(f"  akad     {name:<16} on {gpu}: n={len(medians)} CV {cv_percent(medians) or float('nan'):.2f}%")
+    for gpu, medians in sorted(sessions_gpu.items()):
+        print(f"  do_bench on {gpu}: n={len(medians)} CV {cv_percent(medians) or float('nan'):.2f}%")
+    out["akad_per_gpu"] = {f"{n} {g}": v for (n, g), v in per_gpu.items()}
+    out["do_bench_per_gpu"] = sessions_gpu
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -1,6 +1,7 @@
 #include "daemon/pipeline/score.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -460,7 +461,11 @@ Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& 
 
 Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, const fs::path& workDir,
                             const ScoringEnvironment& env) {
+  // Wall time of every stage, for the result and the log: where a scoring's time goes.
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::pair<std::string, Clock::time_point>> stages{{"trusted build", Clock::now()}};
   auto notify = [&](const std::string& gateName) {
+    stages.emplace_back(gateName, Clock::now());
     if (env.on_gate) env.on_gate(gateName);
   };
   Layout l;
@@ -497,6 +502,10 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   if (auto s = g.ownForSandbox(l.ws); !s) return s.error();
   SandboxRequest build = g.request(task.limits.compile_s, "compile", false);
   build.workspace = l.ws;
+  // The trusted build of this task version, read-only: a harness may link objects it made from
+  // the pristine harness files instead of compiling them again (the hip harness does).
+  build.binds.push_back({*trusted, "/trusted", false});
+  build.env["AKA_TRUSTED"] = "/trusted";
   build.command = {"/bin/sh", "-c", shellJoin(task.build_candidate)};
   auto compiled = g.run(build);
   if (!compiled) return compiled.error();
@@ -575,8 +584,17 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
       break;
     }
   if (!reason.empty()) result["failure"] = reason;
+  stages.emplace_back("", Clock::now());
+  json stageTimes = json::object();
+  std::string stageText;
+  for (std::size_t i = 0; i + 1 < stages.size(); ++i) {
+    const double s = std::chrono::duration<double>(stages[i + 1].second - stages[i].second).count();
+    stageTimes[stages[i].first] = std::round(s * 1000) / 1000;
+    stageText += " " + stages[i].first + "=" + std::to_string(s).substr(0, std::to_string(s).find('.') + 2) + "s";
+  }
+  result["stage_wall_s"] = stageTimes;
   log::info("scored ", task.id, ": compiled=", compileOk, " correct=", correct, " speedup=", speedup,
-            " held_out_correct=", heldCorrect);
+            " held_out_correct=", heldCorrect, " stages:", stageText);
   return result;
 }
 
