@@ -241,6 +241,11 @@ int main(int argc, char** argv) {
   io.run();
 
   server.reset();
+  // Everything that still uses the store stops first: background jobs (validation, exports)
+  // and the executor's workers, whose sandboxes get the cancel; a scoring cancelled this way
+  // records nothing and its attempt is queued again. Only then does the store close.
+  stopPipelineJobs();
+  if (scheduler) scheduler->stop();
   store->reset();
   log::info("stopped");
   return 0;

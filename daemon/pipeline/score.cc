@@ -564,6 +564,9 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
     }
   }
 
+  // A gate whose sandbox was cancelled (daemon shut-down, user cancel) failed for that reason,
+  // not for the candidate's: such a scoring is no result at all.
+  if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
   result["gates"] = gates;
   result["compiled"] = compileOk;
   result["correct"] = correct;

@@ -381,21 +381,64 @@ TEST_F(PipelineTest, InvalidSubmissionsAreRefusedAndTheDaemonCarriesOn) {
 
 // kill -9 in the middle of a run: no attempt is lost or scored twice, nothing of the old
 // daemon's sandboxes is left, and the restart finishes the run.
+// Polls until an attempt of the run is in a stage whose name contains `stage`.
+bool waitForStage(PipelineDaemon& d, const std::string& run, const std::string& stage) {
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(100ms);
+    auto st = d.ctl({"--json", "status", run});
+    json j = json::parse(st.out, nullptr, false);
+    if (j.is_discarded()) continue;
+    for (const json& a : j.at("attempts"))
+      if (a.at("stage").is_string() && a.at("stage").get<std::string>().find(stage) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Every "scored" event of the run's log, counted per attempt.
+std::map<long, int> scoredEvents(PipelineDaemon& d, const std::string& run, bool* sawRecovery = nullptr) {
+  auto events = d.ctl({"--json", "watch", run}, 60s);
+  std::map<long, int> scoredCount;
+  std::istringstream lines(events.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    json ev = json::parse(line, nullptr, false);
+    if (ev.is_discarded() || !ev.contains("kind")) continue;
+    if (ev["kind"] == "attempt.state" && ev["data"].value("state", "") == "scored") ++scoredCount[ev["attempt_id"].get<long>()];
+    if (sawRecovery && ev["kind"] == "attempt.state" && ev["data"].contains("reason")) *sawRecovery = true;
+  }
+  return scoredCount;
+}
+
+// SIGTERM while a gate runs: the gate's sandbox is cancelled, and that is no verdict on the
+// candidate. The attempt must go back to the queue, not be recorded with the cancelled gate
+// as a failure, and the next daemon must score it in full.
+TEST(PipelineRestartTest, TermMidScoringRequeuesTheAttemptInsteadOfRecordingCancelledGates) {
+  PipelineDaemon d("term");
+  d.start();
+  const std::string id = d.submit({"cpu/reduction", "--agent", "reference"});
+  ASSERT_TRUE(waitForStage(d, id, "performance")) << "the run never reached a performance gate";
+  d.stop();
+  d.start();
+  json attempts = d.waitRun(id);
+  ASSERT_EQ(attempts.size(), 1u);
+  const json& a = attempts.at(0);
+  EXPECT_EQ(a.at("state"), "scored") << a.dump();
+  const json& r = a.at("result");
+  EXPECT_TRUE(r.at("correct").get<bool>()) << r.dump();
+  EXPECT_TRUE(r.at("held_out_correct").get<bool>()) << r.dump();
+  EXPECT_GT(r.at("speedup").get<double>(), 1.0);
+  auto scored = scoredEvents(d, id);
+  ASSERT_EQ(scored.size(), 1u);
+  EXPECT_EQ(scored.begin()->second, 1) << "the cancelled scoring was recorded as a result";
+  d.stop();
+  d.expectNothingLeft();
+}
+
 TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
   PipelineDaemon d("restart");
   d.start();
   const std::string id = d.submit({"cpu/reduction", "--agent", "noop", "--attempts", "2"});
-  // Wait until the first attempt is in its performance gate.
-  bool inPerf = false;
-  for (int i = 0; i < 600 && !inPerf; ++i) {
-    std::this_thread::sleep_for(100ms);
-    auto st = d.ctl({"--json", "status", id});
-    json j = json::parse(st.out, nullptr, false);
-    if (j.is_discarded()) continue;
-    for (const json& a : j.at("attempts"))
-      if (a.at("stage").is_string() && a.at("stage").get<std::string>().find("performance") != std::string::npos) inPerf = true;
-  }
-  ASSERT_TRUE(inPerf) << "the run never reached a performance gate";
+  ASSERT_TRUE(waitForStage(d, id, "performance")) << "the run never reached a performance gate";
   d.kill9();
   // The sandboxes die with the daemon (PR_SET_PDEATHSIG); their cgroups are cleaned at restart.
   for (int i = 0; i < 50 && !processesMentioning(d.paths().stateDir.string()).empty(); ++i)
@@ -407,17 +450,8 @@ TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
   ASSERT_EQ(attempts.size(), 2u);
   for (const json& a : attempts) EXPECT_EQ(a.at("state"), "scored") << a.dump();
   // Exactly one "scored" per attempt in the event log.
-  auto events = d.ctl({"--json", "watch", id}, 60s);
-  std::map<long, int> scoredCount;
-  std::istringstream lines(events.out);
-  std::string line;
   bool sawRecovery = false;
-  while (std::getline(lines, line)) {
-    json ev = json::parse(line, nullptr, false);
-    if (ev.is_discarded() || !ev.contains("kind")) continue;
-    if (ev["kind"] == "attempt.state" && ev["data"].value("state", "") == "scored") ++scoredCount[ev["attempt_id"].get<long>()];
-    if (ev["kind"] == "attempt.state" && ev["data"].contains("reason")) sawRecovery = true;
-  }
+  auto scoredCount = scoredEvents(d, id, &sawRecovery);
   EXPECT_EQ(scoredCount.size(), 2u);
   for (const auto& [attempt, n] : scoredCount) EXPECT_EQ(n, 1) << "attempt " << attempt << " scored " << n << " times";
   EXPECT_TRUE(sawRecovery) << "the restart should have recorded why the attempt ran again";
