@@ -103,7 +103,10 @@ class CgroupV1 final : public SandboxCgroup {
       if (c == "cpuacct") cpuacct_ = dir;
       if (c == "cpuset") cpuset_ = dir;
     }
+    return {};
+  }
 
+  Status applyLimits(const CgroupLimits& limits) override {
     if (limits.memoryBytes) {
       auto v = std::to_string(limits.memoryBytes);
       if (auto st = writeFile(memory_ + "/memory.limit_in_bytes", v); !st) return st;
@@ -192,8 +195,8 @@ class CgroupV1 final : public SandboxCgroup {
 
 }  // namespace
 
-Result<std::unique_ptr<SandboxCgroup>> createCgroupV1(const std::string& parent, const std::string& leaf,
-                                                      const CgroupLimits& limits) {
+Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV1(const std::string& parent, const std::string& leaf,
+                                                          const CgroupLimits& limits) {
   auto cg = std::make_unique<CgroupV1>();
   if (auto st = cg->create(parent, leaf, limits); !st) return st.error();  // destructor removes
   return std::unique_ptr<SandboxCgroup>(std::move(cg));
