@@ -238,8 +238,14 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
   if (s.commandIsPid1) runCommand(c);
 
-  pid_t cmd = ::fork();
-  if (cmd < 0) must(c, errnoError("fork"), "starting the command");
+  // vfork: the command borrows the init's memory until it execs, instead of copying the page
+  // tables and faulting every page in again (fork cost about a quarter of a millisecond
+  // here). The init sleeps until then, and the command never returns from runCommand: it
+  // execs or _exits. What it changes is its own: credentials, namespaces, fds, signal
+  // dispositions, rlimits and the seccomp filter are per process (no CLONE_THREAD, FILES,
+  // FS or SIGHAND); its heap allocations stay behind in the init's memory, which only reaps.
+  pid_t cmd = ::vfork();
+  if (cmd < 0) must(c, errnoError("vfork"), "starting the command");
   if (cmd == 0) runCommand(c);
 
   for (int fd : {c.stdinFd, c.stdoutFd, c.stderrFd, c.channelFd})
