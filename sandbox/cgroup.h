@@ -64,7 +64,7 @@ class SandboxCgroup {
   virtual CgroupUsage usage() = 0;
   // Kills every process in it and waits until it is empty.
   virtual Status killAll() = 0;
-  // killAll, then rmdir. Idempotent.
+  // rmdir; if processes are still inside, kills them and retries. Idempotent.
   virtual Status remove() = 0;
 };
 

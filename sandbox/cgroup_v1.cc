@@ -180,7 +180,9 @@ class CgroupV1 final : public SandboxCgroup {
 
   Status remove() override {
     if (removed_) return {};
-    Status result = killAll();
+    // Usually everything is gone with the pid namespace and rmdir just works; removeDir kills
+    // what is left (the cgroup is busy) and retries, so no separate look at cgroup.procs.
+    Status result;
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it)
       if (auto st = removeDir(*it); !st && result) result = st;
     removed_ = true;

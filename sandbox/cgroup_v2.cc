@@ -177,8 +177,8 @@ class CgroupV2 final : public SandboxCgroup {
 
   Status remove() override {
     if (!created_) return {};
-    Status st = killAll();
-    if (auto r = removeDir(dir_); !r && st) st = r;
+    // removeDir kills what is left (rmdir says EBUSY) and retries; usually nothing is.
+    Status st = removeDir(dir_);
     created_ = false;
     return st;
   }
