@@ -168,13 +168,21 @@ Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice) {
   return Error{"no cgroup hierarchy is mounted under /sys/fs/cgroup"};
 }
 
-Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, const std::string& parent,
-                                                            const CgroupLimits& limits) {
+Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroupDirs(CgroupVersion v, const std::string& parent,
+                                                                const CgroupLimits& limits) {
   uint32_t rnd = 0;
   if (::getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) rnd = static_cast<uint32_t>(::getpid() * 2654435761u);
   char leaf[64];
   std::snprintf(leaf, sizeof(leaf), "box-%d-%08x", static_cast<int>(::getpid()), rnd);
-  return v == CgroupVersion::V1 ? createCgroupV1(parent, leaf, limits) : createCgroupV2(parent, leaf, limits);
+  return v == CgroupVersion::V1 ? createCgroupDirsV1(parent, leaf, limits) : createCgroupDirsV2(parent, leaf, limits);
+}
+
+Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, const std::string& parent,
+                                                            const CgroupLimits& limits) {
+  auto cg = createSandboxCgroupDirs(v, parent, limits);
+  if (!cg) return cg;
+  if (auto st = (*cg)->applyLimits(limits); !st) return st.error();  // the destructor removes it
+  return cg;
 }
 
 Result<int> cleanupCgroupParent(CgroupVersion v, const std::string& parent) {

@@ -53,6 +53,10 @@ class SandboxCgroup {
   //    moving itself skips that lock.
   virtual int cloneIntoFd() const { return -1; }
   virtual std::vector<std::string> selfJoinFiles() const { return {}; }
+  // Writes the limits and the device allow-list into the created directories. Separate from
+  // creation so that akabox can do it while the sandbox's init builds its mount namespace:
+  // the init enters (v1) or starts using (v2) the cgroup only after this returned.
+  virtual Status applyLimits(const CgroupLimits& limits) = 0;
   // Moves another process in (slow, see above; used for clean-up tests and fallbacks).
   virtual Status addProcess(pid_t pid) = 0;
   // CPU time used so far by every process in it, if the back-end can tell.
@@ -60,7 +64,7 @@ class SandboxCgroup {
   virtual CgroupUsage usage() = 0;
   // Kills every process in it and waits until it is empty.
   virtual Status killAll() = 0;
-  // killAll, then rmdir. Idempotent.
+  // rmdir; if processes are still inside, kills them and retries. Idempotent.
   virtual Status remove() = 0;
 };
 
@@ -68,6 +72,12 @@ class SandboxCgroup {
 // controller is mounted; a choice other than Auto is checked, not trusted.
 Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice);
 
+// Creates the cgroup's directories (those `limits` needs: v1 adds cpuacct and cpuset
+// hierarchies only when asked); applyLimits() completes it. v2 needs this before clone3
+// (CLONE_INTO_CGROUP); on v1 it can wait until the init has been started.
+Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroupDirs(CgroupVersion v, const std::string& parent,
+                                                                const CgroupLimits& limits);
+// Both steps at once.
 Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, const std::string& parent,
                                                             const CgroupLimits& limits);
 
@@ -75,11 +85,11 @@ Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, cons
 // Returns how many cgroups were removed.
 Result<int> cleanupCgroupParent(CgroupVersion v, const std::string& parent);
 
-// Back-end entry points (cgroup_v1.cc, cgroup_v2.cc).
-Result<std::unique_ptr<SandboxCgroup>> createCgroupV1(const std::string& parent, const std::string& leaf,
-                                                      const CgroupLimits& limits);
-Result<std::unique_ptr<SandboxCgroup>> createCgroupV2(const std::string& parent, const std::string& leaf,
-                                                      const CgroupLimits& limits);
+// Back-end entry points (cgroup_v1.cc, cgroup_v2.cc): directories only, no limits yet.
+Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV1(const std::string& parent, const std::string& leaf,
+                                                          const CgroupLimits& limits);
+Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV2(const std::string& parent, const std::string& leaf,
+                                                          const CgroupLimits& limits);
 Result<int> cleanupCgroupV1(const std::string& parent);
 Result<int> cleanupCgroupV2(const std::string& parent);
 

@@ -103,7 +103,10 @@ class CgroupV1 final : public SandboxCgroup {
       if (c == "cpuacct") cpuacct_ = dir;
       if (c == "cpuset") cpuset_ = dir;
     }
+    return {};
+  }
 
+  Status applyLimits(const CgroupLimits& limits) override {
     if (limits.memoryBytes) {
       auto v = std::to_string(limits.memoryBytes);
       if (auto st = writeFile(memory_ + "/memory.limit_in_bytes", v); !st) return st;
@@ -177,7 +180,9 @@ class CgroupV1 final : public SandboxCgroup {
 
   Status remove() override {
     if (removed_) return {};
-    Status result = killAll();
+    // Usually everything is gone with the pid namespace and rmdir just works; removeDir kills
+    // what is left (the cgroup is busy) and retries, so no separate look at cgroup.procs.
+    Status result;
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it)
       if (auto st = removeDir(*it); !st && result) result = st;
     removed_ = true;
@@ -192,8 +197,8 @@ class CgroupV1 final : public SandboxCgroup {
 
 }  // namespace
 
-Result<std::unique_ptr<SandboxCgroup>> createCgroupV1(const std::string& parent, const std::string& leaf,
-                                                      const CgroupLimits& limits) {
+Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV1(const std::string& parent, const std::string& leaf,
+                                                          const CgroupLimits& limits) {
   auto cg = std::make_unique<CgroupV1>();
   if (auto st = cg->create(parent, leaf, limits); !st) return st.error();  // destructor removes
   return std::unique_ptr<SandboxCgroup>(std::move(cg));

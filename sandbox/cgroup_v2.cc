@@ -120,6 +120,13 @@ class CgroupV2 final : public SandboxCgroup {
       return e;
     }
     created_ = true;
+    int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return errnoError("cannot open cgroup '" + dir_ + "'");
+    dirFd_.reset(dfd);
+    return {};
+  }
+
+  Status applyLimits(const CgroupLimits& limits) override {
     if (limits.memoryBytes) {
       if (auto st = writeFile(dir_ + "/memory.max", std::to_string(limits.memoryBytes)); !st) return st;
       if (::access((dir_ + "/memory.swap.max").c_str(), F_OK) == 0)
@@ -130,9 +137,6 @@ class CgroupV2 final : public SandboxCgroup {
     if (!limits.cpus.empty())
       if (auto st = writeFile(dir_ + "/cpuset.cpus", limits.cpus); !st) return st;
 
-    int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return errnoError("cannot open cgroup '" + dir_ + "'");
-    dirFd_.reset(dfd);
     auto prog = loadDeviceProgram(limits.allowedDevices);
     if (!prog) return prog.error();
     if (auto st = attachDeviceProgram(dirFd_.get(), prog->get(), dir_); !st) return st;
@@ -173,8 +177,8 @@ class CgroupV2 final : public SandboxCgroup {
 
   Status remove() override {
     if (!created_) return {};
-    Status st = killAll();
-    if (auto r = removeDir(dir_); !r && st) st = r;
+    // removeDir kills what is left (rmdir says EBUSY) and retries; usually nothing is.
+    Status st = removeDir(dir_);
     created_ = false;
     return st;
   }
@@ -187,8 +191,8 @@ class CgroupV2 final : public SandboxCgroup {
 
 }  // namespace
 
-Result<std::unique_ptr<SandboxCgroup>> createCgroupV2(const std::string& parent, const std::string& leaf,
-                                                      const CgroupLimits& limits) {
+Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV2(const std::string& parent, const std::string& leaf,
+                                                          const CgroupLimits& limits) {
   auto cg = std::make_unique<CgroupV2>();
   if (auto st = cg->create(parent, leaf, limits); !st) return st.error();
   return std::unique_ptr<SandboxCgroup>(std::move(cg));

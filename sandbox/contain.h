@@ -24,6 +24,15 @@ struct ReportMessage {
   char text[480] = {};
 };
 
+// The message that releases the init (subproc.h's SandboxInit::release), sent over the
+// channel with the descriptors attached in this order: the network namespace if hasNetns,
+// then cgroupJoinCount cgroup `tasks` files.
+struct EntryMessage {
+  uint8_t hasNetns = 0;
+  uint8_t cgroupJoinCount = 0;
+};
+constexpr size_t kMaxEntryFds = 8;
+
 // What the cloned init needs; every fd here is inherited from akabox and close-on-exec.
 struct ContainContext {
   const SandboxSpec* spec = nullptr;
@@ -31,10 +40,11 @@ struct ContainContext {
   uid_t outsideUid = 0;
   gid_t outsideGid = 0;
   std::vector<DevicePassthrough> devices;
-  std::vector<std::string> cgroupJoinFiles;  // v1: `tasks` files the init writes "0" to
   int lifelineFd = -1;  // read end of a pipe akabox never writes: EOF means akabox is gone
   int reportFd = -1;    // write end of the report pipe (subproc.h's ReportMessage)
-  int notifySockFd = -1;  // unix socket the command sends the seccomp listener fd over
+  // Unix socket to akabox: the init receives its EntryMessage on it, the command sends the
+  // seccomp listener fd back.
+  int channelFd = -1;
   int stdinFd = -1;     // host file for stdin, or -1 for /dev/null
   int stdoutFd = -1;    // write ends of the capture pipes
   int stderrFd = -1;
@@ -44,7 +54,6 @@ struct ContainContext {
 [[noreturn]] void runSandboxInit(const ContainContext& c);
 
 // Steps, one file each.
-Status bringUpLoopback();                        // net.cc
 Status dropCapabilities();                       // caps.cc (also no_new_privs)
 Status applyRlimits(const SandboxSpec& spec);    // rlimits.cc
 

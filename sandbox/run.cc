@@ -6,7 +6,9 @@
 
 #include <cstdio>
 
+#include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/net.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/subproc.h"
 
@@ -32,6 +34,32 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
   if (ex.commandSignaled && ex.signal == SIGXCPU) return SandboxStatus::CpuTimeout;
   if (oomKilled) return SandboxStatus::Oom;
   return ex.commandSignaled ? SandboxStatus::Signaled : SandboxStatus::Exited;
+}
+
+// What akabox prepares while the init builds its mount namespace (2 cores: in parallel): the
+// network namespace and the cgroup with its limits (v2: only the limits, the directory had to
+// exist before clone3).
+Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, CgroupVersion version, const CgroupLimits& limits,
+                                  std::unique_ptr<SandboxCgroup>& cgroup) {
+  SandboxEntry entry;
+  if (spec.net == NetMode::None) {
+    auto netns = createNetworkNamespace();
+    if (!netns) return Error{"network namespace: " + netns.error().message};
+    entry.netns = std::move(*netns);
+  }
+  const std::string what = "cgroup " + std::string(cgroupVersionName(version)) + ": ";
+  if (!cgroup) {
+    auto made = createSandboxCgroupDirs(version, spec.cgroupParent, limits);
+    if (!made) return Error{what + made.error().message};
+    cgroup = std::move(*made);
+  }
+  if (auto st = cgroup->applyLimits(limits); !st) return Error{what + st.error().message};
+  for (const auto& f : cgroup->selfJoinFiles()) {
+    UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd.valid()) return Error{what + errnoError("cannot open '" + f + "'").message};
+    entry.cgroupJoin.push_back(std::move(fd));
+  }
+  return entry;
 }
 
 }  // namespace
@@ -66,8 +94,11 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
 
   auto version = detectCgroupVersion(spec.cgroupBackend);
   if (!version) return setupFailure(version.error().message);
-  auto cgroup = createSandboxCgroup(*version, spec.cgroupParent, limits);
-  if (!cgroup) return setupFailure("cgroup " + std::string(cgroupVersionName(*version)) + ": " + cgroup.error().message);
+  auto failedAfterStart = [&](const std::string& message) {
+    SandboxResult r = setupFailure(message);
+    r.cgroupBackend = cgroupVersionName(*version);
+    return r;
+  };
 
   OutputCapture output(spec.outputLimitBytes);
   if (auto st = output.open(spec.stdoutPath, spec.stderrPath); !st) return setupFailure(st.error().message);
@@ -77,16 +108,35 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
     if (!stdinFile.valid()) return setupFailure(errnoError("cannot open stdin file '" + spec.stdinPath + "'").message);
   }
 
+  // v2 starts the init inside its cgroup, so the directory has to exist first; v1's init
+  // joins later, so v1 creates its directories in parallel with the init's set-up too.
+  std::unique_ptr<SandboxCgroup> cgroup;
+  if (*version == CgroupVersion::V2) {
+    auto made = createSandboxCgroupDirs(*version, spec.cgroupParent, limits);
+    if (!made) return setupFailure("cgroup v2: " + made.error().message);
+    cgroup = std::move(*made);
+  }
+
   SpawnRequest req;
   req.spec = &spec;
   req.policy = policy->get();
-  req.cgroup = cgroup->get();
   req.output = &output;
   req.outsideUid = ids->first;
   req.outsideGid = ids->second;
   req.devices = devices;
   req.stdinFd = stdinFile.get();
-  auto ex = runSupervised(req);
+  req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
+  // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
+  // is removed.
+  auto init = SandboxInit::start(req);
+  if (!init) return failedAfterStart(init.error().message);
+
+  // The init is building its mount namespace now; prepare what it enters next.
+  auto entry = prepareEntry(spec, *version, limits, cgroup);
+  if (!entry) return failedAfterStart(entry.error().message);
+  if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
+  auto ex = (*init)->supervise(*cgroup);
+  init->reset();
 
   SandboxResult r;
   r.cgroupBackend = cgroupVersionName(*version);
@@ -94,8 +144,8 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   r.stdoutBytes = output.stdoutBytes();
   r.stderrBytes = output.stderrBytes();
   r.truncated = output.truncated();
-  CgroupUsage usage = (*cgroup)->usage();
-  Status removed = (*cgroup)->remove();
+  CgroupUsage usage = cgroup->usage();
+  Status removed = cgroup->remove();
   if (!ex) {
     r = setupFailure(ex.error().message);
     r.cgroupBackend = cgroupVersionName(*version);

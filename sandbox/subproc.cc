@@ -57,18 +57,19 @@ int receiveFd(int sock) {
   return -1;
 }
 
-unsigned long cloneFlags(const SandboxSpec& spec) {
+unsigned long cloneFlags() {
   // The user namespace is created later by the command itself (user.h says why); the cgroup
-  // namespace by the init once it is inside its cgroup.
-  unsigned long f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
-  if (spec.net == NetMode::None) f |= CLONE_NEWNET;
-  return f;
+  // namespace by the init once it is inside its cgroup; the network namespace by akabox
+  // while the init builds its mounts (net.h), entered by the init on release.
+  return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
 }
 
 }  // namespace
 
-Result<SandboxExit> runSupervised(const SpawnRequest& req) {
-  const SandboxSpec& spec = *req.spec;
+Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req) {
+  std::unique_ptr<SandboxInit> self(new SandboxInit());
+  self->req_ = req;
+  ::sigprocmask(SIG_SETMASK, nullptr, &self->oldMask_);
   auto lifeline = makePipe("the lifeline");
   if (!lifeline) return lifeline.error();
   auto rep = makePipe("the report channel");
@@ -78,31 +79,30 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
   auto err = makePipe("stderr");
   if (!err) return err.error();
   int sp[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return errnoError("socketpair for the seccomp listener");
-  UniqueFd notifyParent(sp[0]), notifyChild(sp[1]);
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return errnoError("socketpair for the init's channel");
+  UniqueFd channelParent(sp[0]), channelChild(sp[1]);
 
   // SIGTERM/SIGINT/SIGHUP to akabox cancel the sandbox cleanly instead of leaving it behind.
   sigset_t cancel;
   sigemptyset(&cancel);
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&cancel, s);
-  sigset_t oldMask;
-  ::sigprocmask(SIG_BLOCK, &cancel, &oldMask);
   UniqueFd sigFd(::signalfd(-1, &cancel, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigFd.valid()) return errnoError("signalfd");
+  ::sigprocmask(SIG_BLOCK, &cancel, &self->oldMask_);
+  self->cancelSignals_ = std::move(sigFd);
 
-  SandboxExit ex;
-  const double t0 = nowS();
+  self->t0_ = nowS();
   int pidfd = -1;
   clone_args args{};
-  args.flags = cloneFlags(spec) | CLONE_PIDFD;
-  if (req.cgroup->cloneIntoFd() >= 0) {
+  args.flags = cloneFlags() | CLONE_PIDFD;
+  if (req.cloneIntoCgroupFd >= 0) {
     args.flags |= CLONE_INTO_CGROUP;
-    args.cgroup = static_cast<uint64_t>(req.cgroup->cloneIntoFd());
+    args.cgroup = static_cast<uint64_t>(req.cloneIntoCgroupFd);
   }
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
-  if (pid < 0) return errnoError("clone3(new mount, pid, ipc, uts, net namespaces)");
+  if (pid < 0) return errnoError("clone3(new mount, pid, ipc, uts namespaces)");
   if (pid == 0) {
     ContainContext c;
     c.spec = req.spec;
@@ -111,31 +111,80 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
     c.outsideGid = req.outsideGid;
     c.devices = req.devices;
     c.lifelineFd = lifeline->read.get();
-    c.cgroupJoinFiles = req.cgroup->selfJoinFiles();
     c.reportFd = rep->write.get();
-    c.notifySockFd = notifyChild.get();
+    c.channelFd = channelChild.get();
     c.stdinFd = req.stdinFd;
     c.stdoutFd = out->write.get();
     c.stderrFd = err->write.get();
     runSandboxInit(c);
   }
-  UniqueFd pidFd(pidfd);
-  lifeline->read.reset();
-  rep->write.reset();
-  out->write.reset();
-  err->write.reset();
-  notifyChild.reset();
+  self->pid_ = static_cast<pid_t>(pid);
+  self->pidFd_.reset(pidfd);
+  self->lifeline_ = std::move(lifeline->write);
+  self->report_ = std::move(rep->read);
+  self->stdout_ = std::move(out->read);
+  self->stderr_ = std::move(err->read);
+  self->channel_ = std::move(channelParent);
+  for (int fd : {self->stdout_.get(), self->stderr_.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  return self;
+}
 
+SandboxInit::~SandboxInit() {
+  killAndReap();
+  ::sigprocmask(SIG_SETMASK, &oldMask_, nullptr);
+}
+
+void SandboxInit::killAndReap() {
+  if (pid_ < 0 || reaped_) return;
+  ::syscall(SYS_pidfd_send_signal, pidFd_.get(), SIGKILL, nullptr, 0);
+  int status = 0;
+  while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+}
+
+Status SandboxInit::release(SandboxEntry entry) {
+  EntryMessage m;
+  std::vector<int> fds;
+  if (entry.netns.valid()) {
+    m.hasNetns = 1;
+    fds.push_back(entry.netns.get());
+  }
+  for (const auto& fd : entry.cgroupJoin) fds.push_back(fd.get());
+  m.cgroupJoinCount = static_cast<uint8_t>(entry.cgroupJoin.size());
+  if (fds.size() > kMaxEntryFds) return Error{"too many descriptors for the sandbox's init"};
+  iovec iov{&m, sizeof(m)};
+  char control[CMSG_SPACE(sizeof(int) * kMaxEntryFds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
+  }
+  // An init that already failed has closed its end; its report says why, so that is not
+  // akabox's error.
+  if (::sendmsg(channel_.get(), &msg, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
+    return errnoError("sendmsg(releasing the sandbox's init)");
+  return {};
+}
+
+Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
+  const SandboxSpec& spec = *req_.spec;
+  SandboxExit ex;
   auto killInit = [&](KillReason why) {
     if (ex.killedFor == KillReason::None) ex.killedFor = why;
-    ::syscall(SYS_pidfd_send_signal, pidFd.get(), SIGKILL, nullptr, 0);
+    ::syscall(SYS_pidfd_send_signal, pidFd_.get(), SIGKILL, nullptr, 0);
   };
 
-
-  for (int fd : {out->read.get(), err->read.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
   UniqueFd listener;
   bool initDone = false, outOpen = true, errOpen = true, repOpen = true;
-  const double wallDeadline = spec.wallTimeS > 0 ? t0 + spec.wallTimeS : 0;
+  const double wallDeadline = spec.wallTimeS > 0 ? t0_ + spec.wallTimeS : 0;
   const uint64_t cpuLimitNs = static_cast<uint64_t>(spec.cpuTimeS * 1e9);
   const long ncpu = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
 
@@ -148,7 +197,7 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
         else timeoutMs = static_cast<int>((wallDeadline - now) * 1000) + 1;
       }
       if (cpuLimitNs) {
-        uint64_t used = req.cgroup->cpuUsageNs().value_or(0);
+        uint64_t used = cgroup.cpuUsageNs().value_or(0);
         if (used >= cpuLimitNs) {
           killInit(KillReason::CpuTime);
         } else {
@@ -168,24 +217,24 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
       pfds[n] = pollfd{fd, POLLIN, 0};
       return n++;
     };
-    int iPid = add(pidFd.get(), !initDone);
-    int iOut = add(out->read.get(), outOpen);
-    int iErr = add(err->read.get(), errOpen);
-    int iRep = add(rep->read.get(), repOpen);
-    int iSig = add(sigFd.get(), true);
-    int iSock = add(notifyParent.get(), notifyParent.valid());
+    int iPid = add(pidFd_.get(), !initDone);
+    int iOut = add(stdout_.get(), outOpen);
+    int iErr = add(stderr_.get(), errOpen);
+    int iRep = add(report_.get(), repOpen);
+    int iSig = add(cancelSignals_.get(), true);
+    int iSock = add(channel_.get(), channel_.valid());
     int iLis = add(listener.get(), listener.valid());
     int rc = ::poll(pfds, static_cast<nfds_t>(n), timeoutMs);
     if (rc < 0 && errno != EINTR) return errnoError("poll");
     if (rc == 0 && initDone) break;  // writers are gone with the pid namespace; do not hang
     auto ready = [&](int i) { return i >= 0 && (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)); };
 
-    if (ready(iOut) && !req.output->drain(out->read.get(), OutputCapture::Stream::Out)) outOpen = false;
-    if (ready(iErr) && !req.output->drain(err->read.get(), OutputCapture::Stream::Err)) errOpen = false;
-    if (req.output->truncated() && !initDone) killInit(KillReason::OutputLimit);
+    if (ready(iOut) && !req_.output->drain(stdout_.get(), OutputCapture::Stream::Out)) outOpen = false;
+    if (ready(iErr) && !req_.output->drain(stderr_.get(), OutputCapture::Stream::Err)) errOpen = false;
+    if (req_.output->truncated() && !initDone) killInit(KillReason::OutputLimit);
     if (ready(iRep)) {
       ReportMessage m;
-      ssize_t got = ::read(rep->read.get(), &m, sizeof(m));
+      ssize_t got = ::read(report_.get(), &m, sizeof(m));
       if (got <= 0) {
         repOpen = false;
       } else if (got == sizeof(m)) {
@@ -200,19 +249,19 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
     }
     if (ready(iSig)) {
       signalfd_siginfo si{};
-      if (::read(sigFd.get(), &si, sizeof(si)) == sizeof(si)) {
+      if (::read(cancelSignals_.get(), &si, sizeof(si)) == sizeof(si)) {
         ex.cancelSignal = static_cast<int>(si.ssi_signo);
         killInit(KillReason::Cancelled);
       }
     }
     if (ready(iSock)) {
-      int fd = receiveFd(notifyParent.get());
+      int fd = receiveFd(channel_.get());
       if (fd >= 0) listener.reset(fd);
-      notifyParent.reset();  // one listener per sandbox
+      channel_.reset();  // one listener per sandbox
     }
     if (iLis >= 0 && pfds[iLis].revents) {
-      if ((pfds[iLis].revents & POLLIN) && req.policy) {
-        if (!ex.violations.handle(listener.get(), *req.policy)) listener.reset();
+      if ((pfds[iLis].revents & POLLIN) && req_.policy) {
+        if (!ex.violations.handle(listener.get(), *req_.policy)) listener.reset();
       } else if (pfds[iLis].revents & (POLLHUP | POLLERR | POLLNVAL)) {
         listener.reset();
       }
@@ -221,9 +270,9 @@ Result<SandboxExit> runSupervised(const SpawnRequest& req) {
   }
 
   int status = 0;
-  if (::wait4(static_cast<pid_t>(pid), &status, __WALL, &ex.usage) < 0) return errnoError("wait4(sandbox init)");
-  ex.wallS = nowS() - t0;
-  ::sigprocmask(SIG_SETMASK, &oldMask, nullptr);
+  if (::wait4(pid_, &status, __WALL, &ex.usage) < 0) return errnoError("wait4(sandbox init)");
+  reaped_ = true;
+  ex.wallS = nowS() - t0_;
   if (spec.commandIsPid1 && !ex.setupError) {
     if (WIFEXITED(status)) { ex.commandExited = true; ex.exitCode = WEXITSTATUS(status); }
     else if (WIFSIGNALED(status)) { ex.commandSignaled = true; ex.signal = WTERMSIG(status); }

@@ -1,17 +1,21 @@
 #pragma once
 // Starting and watching the sandbox: clone into new namespaces, the parent/child handshake
-// (the init waits until akabox has put it in its cgroup), and the supervision loop that copies
-// output, answers seccomp notifications, enforces the wall-clock, CPU-time and output limits
-// and reaps the init.
+// (the init builds its mount namespace while akabox prepares the cgroup and the network
+// namespace, then waits until akabox releases it into them), and the supervision loop that
+// copies output, answers seccomp notifications, enforces the wall-clock, CPU-time and output
+// limits and reaps the init.
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/devices.h"
 #include "sandbox/output.h"
@@ -23,12 +27,18 @@ namespace akad::box {
 struct SpawnRequest {
   const SandboxSpec* spec = nullptr;
   SeccompPolicy* policy = nullptr;
-  SandboxCgroup* cgroup = nullptr;
   OutputCapture* output = nullptr;
   uid_t outsideUid = 0;
   gid_t outsideGid = 0;
   std::vector<DevicePassthrough> devices;
   int stdinFd = -1;
+  int cloneIntoCgroupFd = -1;  // v2: the init is born in this cgroup (CLONE_INTO_CGROUP)
+};
+
+// What the init enters when akabox releases it, before it starts the command.
+struct SandboxEntry {
+  UniqueFd netns;                     // the sandbox's network namespace (--net none), else none
+  std::vector<UniqueFd> cgroupJoin;   // v1: the cgroup's `tasks` files, opened for writing
 };
 
 enum class KillReason { None, WallTime, CpuTime, OutputLimit, Cancelled };
@@ -47,8 +57,42 @@ struct SandboxExit {
   SeccompViolations violations;
 };
 
-// Runs the sandbox to its end. The error case is a failure of akabox's own side (clone, pipes,
-// joining the cgroup); failures inside the sandbox come back in SandboxExit::setupError.
-Result<SandboxExit> runSupervised(const SpawnRequest& req);
+// The sandbox's init from clone3 to its reaping. Until it is reaped, destroying this kills it
+// (SIGKILL through its pidfd; the kernel then kills its whole pid namespace) and reaps it, so
+// a failure between start and supervise leaves no process behind.
+class SandboxInit {
+ public:
+  ~SandboxInit();
+  SandboxInit(const SandboxInit&) = delete;
+  SandboxInit& operator=(const SandboxInit&) = delete;
+
+  // clone3 into new mount, pid, ipc and uts namespaces. The init starts building its mount
+  // namespace at once and then waits for release().
+  static Result<std::unique_ptr<SandboxInit>> start(const SpawnRequest& req);
+
+  // Hands the init its network namespace and cgroup; from here on it starts the command.
+  // An init that failed meanwhile is not an error here: supervise() reports its message.
+  Status release(SandboxEntry entry);
+
+  // Runs the sandbox to its end. The error case is a failure of akabox's own side (poll,
+  // wait4); failures inside the sandbox come back in SandboxExit::setupError.
+  Result<SandboxExit> supervise(SandboxCgroup& cgroup);
+
+ private:
+  SandboxInit() = default;
+  void killAndReap();
+
+  SpawnRequest req_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  double t0_ = 0;
+  UniqueFd pidFd_;
+  UniqueFd lifeline_;      // write end, never written: EOF tells the init akabox is gone
+  UniqueFd report_;        // read end of the init's and the command's ReportMessages
+  UniqueFd stdout_, stderr_;
+  UniqueFd channel_;       // unix socket: entry fds to the init, the seccomp listener back
+  UniqueFd cancelSignals_; // signalfd for SIGTERM, SIGINT, SIGHUP
+  sigset_t oldMask_{};
+};
 
 }  // namespace akad::box

@@ -137,6 +137,31 @@ TEST_F(BoxTest, CleanupSubcommandKillsAndRemovesLeftovers) {
   EXPECT_FALSE(std::filesystem::exists(path)) << path;
 }
 
+// remove() goes straight to rmdir (normally the sandbox is already gone); a process still in
+// the cgroup must make it kill and retry, not fail or leave the process running.
+TEST_F(BoxTest, RemoveKillsWhatIsStillInside_ActiveBackend) {
+  auto v = detectCgroupVersion(CgroupBackendChoice::Auto);
+  ASSERT_TRUE(v.ok());
+  CgroupLimits limits;
+  limits.allowedDevices = standardDeviceRules();
+  auto cg = createSandboxCgroup(*v, parent_, limits);
+  ASSERT_TRUE(cg.ok()) << cg.error().message;
+  std::string path = (*cg)->path();
+  pid_t victim = ::fork();
+  if (victim == 0) {
+    ::signal(SIGTERM, SIG_IGN);
+    ::execl("/bin/sleep", "sleep", "300", (char*)nullptr);
+    ::_exit(1);
+  }
+  ASSERT_TRUE((*cg)->addProcess(victim).ok());
+  akad::Status removed = (*cg)->remove();
+  EXPECT_TRUE(removed.ok()) << removed.error().message;
+  int status = 0;
+  ASSERT_EQ(::waitpid(victim, &status, 0), victim);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_FALSE(std::filesystem::exists(path)) << path;
+}
+
 TEST_F(BoxTest, CgroupV2KillAndAccountingFiles_CgroupV2Only) {
   auto v = detectCgroupVersion(CgroupBackendChoice::Auto);
   ASSERT_TRUE(v.ok());
