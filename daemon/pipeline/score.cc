@@ -23,8 +23,9 @@ constexpr std::size_t kLogTailBytes = 4000;
 constexpr uint64_t kMaxDataFileBytes = 4ull << 30;
 
 // The candidate process may spend at most this much more time outside its claimed timed calls
-// than the baseline process did (same runner, same flush and copy work): more means work was
-// moved out of the timed window or the in-process clock was tampered with.
+// than the baseline process did (same runner, same flush and copy work), beyond the spread of
+// the baseline's own rounds: more means work was moved out of the timed window or the
+// in-process clock was tampered with.
 constexpr double kOverheadSlackFactor = 1.25;
 constexpr double kOverheadSlackSeconds = 0.15;
 
@@ -141,6 +142,10 @@ class GateRunner {
     r.binds.push_back({dir, kJitMount, true});
     r.env["TRITON_CACHE_DIR"] = std::string(kJitMount) + "/triton";
     r.env["CUDA_CACHE_PATH"] = std::string(kJitMount) + "/cuda";
+    // Python's compiled modules too: the GPU machines' torch ships without them, and compiling
+    // its modules again cost every runner process seconds of its untimed start-up.
+    r.env["PYTHONPYCACHEPREFIX"] = std::string(kJitMount) + "/pycache";
+    r.env["PYTHONDONTWRITEBYTECODE"] = "";  // empty is unset for Python; the image sets it
     return {};
   }
 
@@ -287,6 +292,7 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
   json rounds = json::array();
   json gpuStates = json::array();
   bool throttled = false;
+  std::vector<double> overheads[2];  // per round: wall time outside the claimed timed calls
   for (int round = 0; round < task.timing.rounds; ++round) {
     ProcessTiming timing[2];
     const int order[2] = {round % 2, 1 - round % 2};
@@ -321,20 +327,31 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
                                  firstFailure(*verdict));
       }
     }
-    const double overheadB = timing[0].wall_s - timing[0].claimed_s;
-    const double overheadC = timing[1].wall_s - timing[1].claimed_s;
+    overheads[0].push_back(timing[0].wall_s - timing[0].claimed_s);
+    overheads[1].push_back(timing[1].wall_s - timing[1].claimed_s);
     rounds.push_back({{"baseline_wall_s", timing[0].wall_s}, {"baseline_claimed_s", timing[0].claimed_s},
                       {"candidate_wall_s", timing[1].wall_s}, {"candidate_claimed_s", timing[1].claimed_s}});
-    if (timing[1].claimed_s > timing[1].wall_s ||
-        overheadC > overheadB * kOverheadSlackFactor + kOverheadSlackSeconds) {
+    if (timing[1].claimed_s > timing[1].wall_s) {
       json r = gate(false, "claimed times the outside clock cannot account for: the candidate process ran " +
                                std::to_string(timing[1].wall_s) + " s and claims " +
-                               std::to_string(timing[1].claimed_s) + " s of timed calls, leaving " +
-                               std::to_string(overheadC) + " s outside them against the baseline's " +
-                               std::to_string(overheadB) + " s");
+                               std::to_string(timing[1].claimed_s) + " s of timed calls");
       r["rounds"] = rounds;
       return r;
     }
+  }
+  // Time outside the timed calls: the candidate's runner does the same untimed work as the
+  // baseline's, so more than the baseline's worst round (with slack, plus the spread the
+  // baseline's own rounds show: seconds of interpreter start-up vary from process to process,
+  // and the check cannot resolve less than that) means work was moved out of the timed window.
+  const auto [bMin, bMax] = std::minmax_element(overheads[0].begin(), overheads[0].end());
+  const double limit = *bMax * kOverheadSlackFactor + kOverheadSlackSeconds + (*bMax - *bMin);
+  const double cMax = *std::max_element(overheads[1].begin(), overheads[1].end());
+  if (cMax > limit) {
+    json r = gate(false, "the outside clock shows work outside the timed calls: the candidate's runner spent up to " +
+                             std::to_string(cMax) + " s outside them, the baseline's at most " + std::to_string(*bMax) +
+                             " s (limit " + std::to_string(limit) + " s)");
+    r["rounds"] = rounds;
+    return r;
   }
 
   json configs = json::array();
