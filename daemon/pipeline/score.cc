@@ -560,25 +560,21 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
     notify("generate");
     if (auto s = generateData(g, *trusted, phases); !s) return s.error();
 
-    notify("correctness");
-    gates["correctness"] = correctnessGate(g, l.ws, phases[0]);
-    correct = gates["correctness"]["pass"];
-    if (correct && env.measure_performance) {
-      notify("performance");
-      gates["performance"] = performanceGate(g, *trusted, l.ws, phases[0]);
-      if (gates["performance"]["pass"]) speedup = gates["performance"]["speedup"];
-      else correct = false;  // wrong timed outputs or unaccountable times fail the attempt
-    }
+    // Correctness, then performance of one phase; wrong timed outputs or unaccountable times
+    // fail the phase as well.
+    auto scorePhase = [&](const Phase& p, const std::string& prefix, bool& ok, double& phaseSpeedup) {
+      notify(prefix + "correctness");
+      json& c = gates[prefix + "correctness"] = correctnessGate(g, l.ws, p);
+      ok = c["pass"];
+      if (!ok || !env.measure_performance) return;
+      notify(prefix + "performance");
+      json& perf = gates[prefix + "performance"] = performanceGate(g, *trusted, l.ws, p);
+      if (perf["pass"]) phaseSpeedup = perf["speedup"];
+      else ok = false;
+    };
+    scorePhase(phases[0], "", correct, speedup);
     // Held-out configurations are scored whenever the candidate compiles, reported apart.
-    notify("held_out_correctness");
-    gates["held_out_correctness"] = correctnessGate(g, l.ws, phases[1]);
-    heldCorrect = gates["held_out_correctness"]["pass"];
-    if (heldCorrect && env.measure_performance) {
-      notify("held_out_performance");
-      gates["held_out_performance"] = performanceGate(g, *trusted, l.ws, phases[1]);
-      if (gates["held_out_performance"]["pass"]) heldSpeedup = gates["held_out_performance"]["speedup"];
-      else heldCorrect = false;
-    }
+    scorePhase(phases[1], "held_out_", heldCorrect, heldSpeedup);
   }
 
   // A gate whose sandbox was cancelled (daemon shut-down, user cancel) failed for that reason,
@@ -610,7 +606,9 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   for (std::size_t i = 0; i + 1 < stages.size(); ++i) {
     const double s = std::chrono::duration<double>(stages[i + 1].second - stages[i].second).count();
     stageTimes[stages[i].first] = std::round(s * 1000) / 1000;
-    stageText += " " + stages[i].first + "=" + std::to_string(s).substr(0, std::to_string(s).find('.') + 2) + "s";
+    char text[32];
+    std::snprintf(text, sizeof text, "=%.1fs", s);
+    stageText += " " + stages[i].first + text;
   }
   result["stage_wall_s"] = stageTimes;
   log::info("scored ", task.id, ": compiled=", compileOk, " correct=", correct, " speedup=", speedup,

@@ -9,6 +9,22 @@ class PlanError(Exception):
     pass
 
 
+def parse_options(args, required=()):
+    """`--key value` pairs of a harness program's command line -> {key: value}; ValueError on
+    anything else or when a key in `required` is missing."""
+    if len(args) % 2:
+        raise ValueError(f"bad arguments {args}")
+    opts = {}
+    for key, value in zip(args[0::2], args[1::2]):
+        if not key.startswith("--"):
+            raise ValueError(f"bad argument '{key}'")
+        opts[key[2:]] = value
+    for k in required:
+        if k not in opts:
+            raise ValueError(f"missing --{k}")
+    return opts
+
+
 def safe_name(s):
     return isinstance(s, str) and 0 < len(s) <= 200 and s[0] != "." and _SAFE.fullmatch(s) is not None
 

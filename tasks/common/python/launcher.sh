@@ -6,7 +6,6 @@
 # keeps compiled modules there, so only the first process of a cache compiles torch's thousands
 # of modules; without it nothing is written (-B), not even into the workspace.
 d=$(cd "$(dirname "$0")" && pwd) || exit 2
-if [ -n "${PYTHONPYCACHEPREFIX:-}" ]; then
-  exec "${AKA_PYTHON:-python3}" "$d/harness/$(basename "$0")_main.py" "$@"
-fi
-exec "${AKA_PYTHON:-python3}" -B "$d/harness/$(basename "$0")_main.py" "$@"
+nobytecode=-B
+[ -n "${PYTHONPYCACHEPREFIX:-}" ] && nobytecode=
+exec "${AKA_PYTHON:-python3}" $nobytecode "$d/harness/$(basename "$0")_main.py" "$@"

@@ -25,17 +25,6 @@ import akt  # noqa: E402
 MASK64 = (1 << 64) - 1
 
 
-def parse_options(args):
-    if len(args) % 2:
-        raise ValueError(f"bad arguments {args}")
-    opts = {}
-    for key, value in zip(args[0::2], args[1::2]):
-        if not key.startswith("--"):
-            raise ValueError(f"bad argument '{key}'")
-        opts[key[2:]] = value
-    return opts
-
-
 def need(opts, key):
     if key not in opts:
         raise ValueError(f"missing --{key}")
@@ -102,7 +91,7 @@ def main(argv):
         sys.stderr.write(usage)
         return 2
     try:
-        opts = parse_options(argv[2:])
+        opts = akaplan.parse_options(argv[2:])
         if argv[1] == "generate":
             return generate(need(opts, "plan"), need(opts, "data"))
         if argv[1] == "plan":

@@ -31,20 +31,6 @@ import akaplan  # noqa: E402
 import akt  # noqa: E402
 
 
-def parse_options(args):
-    if len(args) % 2:
-        raise ValueError(f"bad arguments {args}")
-    opts = {}
-    for key, value in zip(args[0::2], args[1::2]):
-        if not key.startswith("--"):
-            raise ValueError(f"bad argument '{key}'")
-        opts[key[2:]] = value
-    for k in ("plan", "data", "out"):
-        if k not in opts:
-            raise ValueError(f"missing --{k}")
-    return opts
-
-
 def poison(outputs):
     # All-ones bytes: NaN for every float dtype, -1 for integers, like the hip harness.
     for t in outputs.values():
@@ -212,7 +198,7 @@ def main(argv):
         sys.stderr.write("usage: runner check|perf --plan P --data D --out O\n")
         return 2
     try:
-        opts = parse_options(argv[2:])
+        opts = akaplan.parse_options(argv[2:], ("plan", "data", "out"))
         plan = akaplan.read_plan(opts["plan"])
         os.makedirs(opts["out"], exist_ok=True)
     except Exception as e:
