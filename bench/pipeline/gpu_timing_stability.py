@@ -27,6 +27,13 @@ def cv_percent(values):
     return 100.0 * statistics.stdev(values) / statistics.fmean(values)
 
 
+def bus_location(bus_id):
+    """'00:06.0' from nvidia-smi's '0000:00:06.0' or torch's '00000000:00:06.0'."""
+    if not bus_id:
+        return "?"
+    return str(bus_id).lower().split(":", 1)[-1]
+
+
 def dobench(args):
     import ctypes
 
@@ -70,8 +77,7 @@ def summarise(args):
                   f"({a.get('state')}, {result.get('failure') or a.get('error')})", file=sys.stderr)
             continue
         states = perf.get("gpu_states") or [{}]
-        gpus = (states[0].get("state") or {}).get("gpus") or [{}]
-        gpu = str(gpus[0].get("pci.bus_id", "?")).lower()
+        gpu = bus_location(((states[0].get("state") or {}).get("before") or {}).get("pci_bus_id"))
         for c in perf["configs"]:
             per_config.setdefault(c["name"], []).append(c["candidate"]["median_ns"] / 1e3)
             per_gpu.setdefault((c["name"], gpu), []).append(c["candidate"]["median_ns"] / 1e3)
@@ -82,7 +88,7 @@ def summarise(args):
             if line.startswith("{"):
                 d = json.loads(line)
                 sessions.append(d["median_ms"] * 1e3)
-                sessions_gpu.setdefault(d.get("gpu", "?"), []).append(d["median_ms"] * 1e3)
+                sessions_gpu.setdefault(bus_location(d.get("gpu")), []).append(d["median_ms"] * 1e3)
     out = {"akad": {}, "do_bench": {"medians_us": sessions, "cv_percent": cv_percent(sessions)}}
     for name, medians in sorted(per_config.items()):
         out["akad"][name] = {"medians_us": medians, "cv_percent": cv_percent(medians)}
