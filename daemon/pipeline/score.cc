@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "common/log.h"
@@ -421,7 +422,17 @@ Status generateData(const GateRunner& g, const fs::path& trustedDir, const std::
   return {};
 }
 
-std::mutex g_trustedBuildMutex;
+// One lock per task version: a build is made once even when several attempts of the task start
+// together, and builds of different tasks run at the same time (a dozen GPU tasks submitted
+// together waited 40 s each, one after the other, on the H200 when one lock served them all).
+std::shared_ptr<std::mutex> trustedBuildLock(const std::string& contentHash) {
+  static std::mutex mapMutex;
+  static std::map<std::string, std::shared_ptr<std::mutex>> locks;
+  std::lock_guard lock(mapMutex);
+  auto& m = locks[contentHash];
+  if (!m) m = std::make_shared<std::mutex>();
+  return m;
+}
 
 }  // namespace
 
@@ -434,7 +445,8 @@ double arenaScore(bool compiled, bool correct, double speedup) {
 Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env) {
   const fs::path root = env.trusted_cache / task.content_hash;
   const fs::path done = root / "trusted";
-  std::lock_guard lock(g_trustedBuildMutex);
+  const std::shared_ptr<std::mutex> buildLock = trustedBuildLock(task.content_hash);
+  std::lock_guard lock(*buildLock);
   if (fs::exists(done / ".built")) return done;
   std::error_code ec;
   const fs::path tmp = root / ("trusted.tmp-" + randomHex(6));

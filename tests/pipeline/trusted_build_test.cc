@@ -1,0 +1,117 @@
+// Trusted builds through the real akabox: one build per task version, however many scorings of
+// the task start together, and builds of different tasks at the same time.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "daemon/pipeline/score.h"
+#include "daemon/pipeline/task.h"
+
+namespace fs = std::filesystem;
+
+namespace akad {
+namespace {
+
+constexpr double kBuildSeconds = 1.5;
+constexpr uid_t kSandboxUid = 101000;
+
+class TrustedBuildTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("akad-trusted-build-test-" + std::to_string(::getpid()));
+    parent_ = "akad-test-trusted-" + std::to_string(::getpid());
+    setDefaultCgroupParent(parent_);
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "count");
+    EXPECT_EQ(::chown((root_ / "count").c_str(), kSandboxUid, kSandboxUid), 0);
+    fs::create_directories(root_ / "tasks" / "common");
+    fs::copy(fs::path(AKAD_SOURCE_TASKS) / "common" / "cpp", root_ / "tasks" / "common" / "cpp",
+             fs::copy_options::recursive);
+    ::setenv("AKABOX", AKABOX_BIN, 1);
+  }
+  void TearDown() override {
+    // Every sandbox's cgroup is gone; only the parent, made for them, is left to remove.
+    std::error_code ec;
+    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
+      for (const fs::path& p : {h.path() / parent_, fs::path("/sys/fs/cgroup") / parent_}) {
+        if (!fs::is_directory(p, ec)) continue;
+        for (const auto& c : fs::directory_iterator(p, ec))
+          if (c.is_directory()) ADD_FAILURE() << "cgroup left behind: " << c.path();
+        fs::remove(p, ec);
+      }
+    fs::remove_all(root_);
+  }
+
+  // A task whose build sleeps, then leaves one file in /count for every build that ran.
+  Task makeTask(const std::string& id) {
+    const fs::path dir = root_ / "tasks" / "cpu" / id;
+    for (const char* sub : {"workspace", "harness", "solution"}) fs::create_directories(dir / sub);
+    std::ofstream(dir / "workspace" / "kernel.cpp") << "// baseline\n";
+    std::ofstream(dir / "solution" / "kernel.cpp") << "// faster\n";
+    std::ofstream(dir / "task.yaml")
+        << "schema: 1\nid: " << id << "\nsuite: cpu\ntitle: T\nprompt: p\nharness: cpp\neditable: [kernel.cpp]\n"
+        << "build: {reference: ['sleep " << kBuildSeconds << " && mktemp /count/" << id
+        << ".XXXXXX && touch reference'], candidate: ['touch runner']}\n"
+        << "configs:\n  visible: [{name: v-8, n: 8}]\n  held_out: [{name: h-7, n: 7}]\n"
+        << "tolerances: {f32: {atol: 1.0e-5, rtol: 1.0e-4}}\n";
+    auto t = loadTask(dir);
+    EXPECT_TRUE(t) << t.error().message;
+    return t ? *t : Task{};
+  }
+  ScoringEnvironment environment() const {
+    ScoringEnvironment env;
+    env.tasks_root = root_ / "tasks";
+    env.trusted_cache = root_ / "state-tasks";
+    env.image.binds.push_back({root_ / "count", "/count", true});
+    env.sandbox_uid = env.sandbox_gid = kSandboxUid;  // akad's default: the build tree is chowned to it
+    return env;
+  }
+  int buildsOf(const std::string& id) const {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(root_ / "count"))
+      if (e.path().filename().string().rfind(id + ".", 0) == 0) ++n;
+    return n;
+  }
+
+  fs::path root_;
+  std::string parent_;
+};
+
+TEST_F(TrustedBuildTest, DifferentTasksBuildAtOnceAndEachTaskBuildsOnce) {
+  const Task a = makeTask("alpha"), b = makeTask("beta");
+  const ScoringEnvironment env = environment();
+  const auto t0 = std::chrono::steady_clock::now();
+  // Two scorings of alpha and one of beta start together.
+  std::vector<std::future<Result<fs::path>>> builds;
+  for (const Task* t : {&a, &a, &b})
+    builds.push_back(std::async(std::launch::async, [t, &env] { return ensureTrustedBuild(*t, env); }));
+  std::vector<fs::path> dirs;
+  for (auto& f : builds) {
+    auto r = f.get();
+    ASSERT_TRUE(r) << r.error().message;
+    dirs.push_back(*r);
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(dirs[0], dirs[1]);
+  EXPECT_NE(dirs[0], dirs[2]);
+  for (const fs::path& d : dirs) EXPECT_TRUE(fs::exists(d / "reference")) << d;
+  EXPECT_EQ(buildsOf("alpha"), 1) << "two scorings of one task version built it twice";
+  EXPECT_EQ(buildsOf("beta"), 1);
+  // One after the other would take two build times at least.
+  EXPECT_LT(wall, 2 * kBuildSeconds - 0.2) << "the builds of alpha and beta did not overlap";
+  EXPECT_GE(wall, kBuildSeconds);
+
+  // A later scoring finds the build made.
+  auto again = ensureTrustedBuild(a, env);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, dirs[0]);
+  EXPECT_EQ(buildsOf("alpha"), 1);
+}
+
+}  // namespace
+}  // namespace akad
