@@ -23,6 +23,7 @@
 #include "daemon/daemon_methods.h"
 #include "daemon/events.h"
 #include "daemon/gpu_leases.h"
+#include "daemon/gpu_memory.h"
 #include "daemon/methods.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline_methods.h"
@@ -186,6 +187,8 @@ int main(int argc, char** argv) {
     log::error(gpus.error().message);
     return 2;
   }
+  if (NvmlMemoryReport nvml = fillNvidiaMemory(*gpus); !nvml.problem.empty())
+    log::info("GPU memory sizes: ", nvml.filled, " from NVML; ", nvml.problem);
   GpuLeases leases(std::move(*gpus));
   context.gpus = &leases;
   snapshot::SnapshotStore snapshots(fs::path(stateDir) / "snapshots");
