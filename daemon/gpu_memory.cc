@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include <cstring>
+#include <algorithm>
 
 namespace akad {
 namespace {
@@ -51,9 +51,8 @@ class Library {
 
 NvmlMemoryReport fillNvidiaMemory(std::vector<gpu::GpuDevice>& gpus, const std::vector<std::string>& libraries) {
   NvmlMemoryReport report;
-  int wanted = 0;
-  for (const auto& g : gpus) wanted += g.vendor == "nvidia" && !g.uuid.empty();
-  if (wanted == 0) return report;
+  auto askable = [](const gpu::GpuDevice& g) { return g.vendor == "nvidia" && !g.uuid.empty(); };
+  if (std::none_of(gpus.begin(), gpus.end(), askable)) return report;
 
   std::string tried;
   void* handle = nullptr;
@@ -86,7 +85,7 @@ NvmlMemoryReport fillNvidiaMemory(std::vector<gpu::GpuDevice>& gpus, const std::
     return report;
   }
   for (auto& g : gpus) {
-    if (g.vendor != "nvidia" || g.uuid.empty()) continue;
+    if (!askable(g)) continue;
     NvmlDevice device = nullptr;
     NvmlMemory m{};
     NvmlReturn r = byUuid(g.uuid.c_str(), &device);

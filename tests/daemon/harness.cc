@@ -198,4 +198,23 @@ CommandResult akactl(const fs::path& socket, const std::vector<std::string>& arg
   return runCommand(argv);
 }
 
+std::vector<fs::path> cgroupParentDirs(const std::string& parent) {
+  const fs::path root = "/sys/fs/cgroup";
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (fs::is_directory(root / parent, ec)) out.push_back(root / parent);
+  for (const auto& h : fs::directory_iterator(root, ec))
+    if (fs::is_directory(h.path() / parent, ec)) out.push_back(h.path() / parent);
+  return out;
+}
+
+std::vector<fs::path> cgroupsUnder(const std::string& parent) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const fs::path& p : cgroupParentDirs(parent))
+    for (const auto& c : fs::directory_iterator(p, ec))
+      if (c.is_directory()) out.push_back(c.path());
+  return out;
+}
+
 }  // namespace akad::test

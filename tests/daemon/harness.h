@@ -103,4 +103,10 @@ class DaemonProcess {
 // Runs akactl --socket <socket> args...
 CommandResult akactl(const fs::path& socket, const std::vector<std::string>& args);
 
+// The directories named `parent` (a sandbox cgroup parent) in every cgroup hierarchy: the v2
+// root and each v1 controller's or the hybrid `unified` mount under /sys/fs/cgroup.
+std::vector<fs::path> cgroupParentDirs(const std::string& parent);
+// Cgroups left under those directories.
+std::vector<fs::path> cgroupsUnder(const std::string& parent);
+
 }  // namespace akad::test

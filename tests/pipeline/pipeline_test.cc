@@ -49,19 +49,6 @@ std::vector<pid_t> processesMentioning(const std::string& marker) {
   return out;
 }
 
-// Cgroups left under the daemon's cgroup parent, in every hierarchy (v1 and v2).
-std::vector<fs::path> cgroupsUnder(const std::string& parent) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
-    for (const fs::path& p : {h.path() / parent, fs::path("/sys/fs/cgroup") / parent}) {
-      if (!fs::is_directory(p, ec)) continue;
-      for (const auto& c : fs::directory_iterator(p, ec))
-        if (c.is_directory()) out.push_back(c.path());
-    }
-  }
-  return out;
-}
 
 class PipelineDaemon {
  public:
@@ -71,11 +58,7 @@ class PipelineDaemon {
   ~PipelineDaemon() {
     stop();
     // The per-test cgroup parent is the test's own: once empty, it goes too.
-    std::error_code ec;
-    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
-      for (const fs::path& p : {h.path() / parent_, fs::path("/sys/fs/cgroup") / parent_})
-        if (fs::is_directory(p, ec)) ::rmdir(p.c_str());
-    }
+    for (const fs::path& p : cgroupParentDirs(parent_)) ::rmdir(p.c_str());
   }
 
   void start() {

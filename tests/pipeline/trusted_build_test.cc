@@ -11,6 +11,7 @@
 
 #include "daemon/pipeline/score.h"
 #include "daemon/pipeline/task.h"
+#include "tests/daemon/harness.h"
 
 namespace fs = std::filesystem;
 
@@ -36,14 +37,8 @@ class TrustedBuildTest : public ::testing::Test {
   }
   void TearDown() override {
     // Every sandbox's cgroup is gone; only the parent, made for them, is left to remove.
-    std::error_code ec;
-    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
-      for (const fs::path& p : {h.path() / parent_, fs::path("/sys/fs/cgroup") / parent_}) {
-        if (!fs::is_directory(p, ec)) continue;
-        for (const auto& c : fs::directory_iterator(p, ec))
-          if (c.is_directory()) ADD_FAILURE() << "cgroup left behind: " << c.path();
-        fs::remove(p, ec);
-      }
+    for (const fs::path& c : test::cgroupsUnder(parent_)) ADD_FAILURE() << "cgroup left behind: " << c;
+    for (const fs::path& p : test::cgroupParentDirs(parent_)) ::rmdir(p.c_str());
     fs::remove_all(root_);
   }
 

@@ -110,23 +110,31 @@ TEST_F(BoxTest, DeviceBpfProgramDeniesUnlistedDevices_CgroupV2) {
   ::rmdir(parentDir.c_str());
 }
 
-TEST_F(BoxTest, CleanupSubcommandKillsAndRemovesLeftovers) {
+// A sandbox cgroup of the active back-end with a `sleep 300` inside that ignores SIGTERM.
+void cgroupWithStubbornSleeper(const std::string& parent, std::unique_ptr<SandboxCgroup>& cg, pid_t& victim) {
   auto v = detectCgroupVersion(CgroupBackendChoice::Auto);
   ASSERT_TRUE(v.ok());
   CgroupLimits limits;
   limits.allowedDevices = standardDeviceRules();
-  auto cg = createSandboxCgroup(*v, parent_, limits);
-  ASSERT_TRUE(cg.ok()) << cg.error().message;
-  std::string path = (*cg)->path();
-  pid_t victim = ::fork();
+  auto created = createSandboxCgroup(*v, parent, limits);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  cg = std::move(*created);
+  victim = ::fork();
   if (victim == 0) {
     ::signal(SIGTERM, SIG_IGN);
     ::execl("/bin/sleep", "sleep", "300", (char*)nullptr);
     ::_exit(1);
   }
-  ASSERT_TRUE((*cg)->addProcess(victim).ok());
+  ASSERT_TRUE(cg->addProcess(victim).ok());
+}
+
+TEST_F(BoxTest, CleanupSubcommandKillsAndRemovesLeftovers) {
+  std::unique_ptr<SandboxCgroup> cg;
+  pid_t victim = -1;
+  ASSERT_NO_FATAL_FAILURE(cgroupWithStubbornSleeper(parent_, cg, victim));
+  const std::string path = cg->path();
   // Simulate a crashed akabox: the cgroup and its process stay behind.
-  SandboxCgroup* leaked = cg->release();
+  SandboxCgroup* leaked = cg.release();
   (void)leaked;
 
   std::string cmd = akaboxBin() + " cleanup --cgroup-parent " + parent_ + " 2>/dev/null";
@@ -140,21 +148,11 @@ TEST_F(BoxTest, CleanupSubcommandKillsAndRemovesLeftovers) {
 // remove() goes straight to rmdir (normally the sandbox is already gone); a process still in
 // the cgroup must make it kill and retry, not fail or leave the process running.
 TEST_F(BoxTest, RemoveKillsWhatIsStillInside_ActiveBackend) {
-  auto v = detectCgroupVersion(CgroupBackendChoice::Auto);
-  ASSERT_TRUE(v.ok());
-  CgroupLimits limits;
-  limits.allowedDevices = standardDeviceRules();
-  auto cg = createSandboxCgroup(*v, parent_, limits);
-  ASSERT_TRUE(cg.ok()) << cg.error().message;
-  std::string path = (*cg)->path();
-  pid_t victim = ::fork();
-  if (victim == 0) {
-    ::signal(SIGTERM, SIG_IGN);
-    ::execl("/bin/sleep", "sleep", "300", (char*)nullptr);
-    ::_exit(1);
-  }
-  ASSERT_TRUE((*cg)->addProcess(victim).ok());
-  akad::Status removed = (*cg)->remove();
+  std::unique_ptr<SandboxCgroup> cg;
+  pid_t victim = -1;
+  ASSERT_NO_FATAL_FAILURE(cgroupWithStubbornSleeper(parent_, cg, victim));
+  const std::string path = cg->path();
+  akad::Status removed = cg->remove();
   EXPECT_TRUE(removed.ok()) << removed.error().message;
   int status = 0;
   ASSERT_EQ(::waitpid(victim, &status, 0), victim);
