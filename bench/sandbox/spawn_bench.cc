@@ -2,7 +2,7 @@
 // pivot_root) against bwrap --unshare-all, interleaved in one run so both see the same
 // machine load. Prints medians, the ratio and akabox's peak RSS (ru_maxrss from wait4).
 //
-//   spawn_bench AKABOX [RUNS]
+//   spawn_bench AKABOX [RUNS]      (BWRAP=PATH: the bwrap binary, default /usr/bin/bwrap)
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   }
   int runs = argc > 2 ? std::atoi(argv[2]) : 50;
   std::vector<std::string> akabox = {argv[1], "run", "--seccomp", "default", "--result", "/dev/null", "--", "/bin/true"};
-  std::vector<std::string> bwrap = {"/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
+  const char* bwrapBin = std::getenv("BWRAP");
+  std::vector<std::string> bwrap = {bwrapBin && *bwrapBin ? bwrapBin : "/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
                                     "--proc", "/proc", "/bin/true"};
   long rss = 0;
   for (int i = 0; i < 3; ++i) {  // warm caches (binaries, policy file)
