@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sandbox/mnt.h"
+#include "sandbox/mnt_template.h"
 #include "sandbox/user.h"
 
 namespace akad::box {
@@ -229,7 +230,8 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   ::umask(0);
   must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");
   // Meanwhile akabox creates the cgroup and the network namespace (2 cores: in parallel).
-  must(c, buildMountNamespace(s, c.devices), "mount namespace");
+  if (c.mountTemplateFd >= 0) must(c, enterMountTemplate(s, c.devices, c.mountTemplateFd), "mount namespace (template)");
+  else must(c, buildMountNamespace(s, c.devices), "mount namespace");
   // The init is tiny, so the OOM killer already prefers the command; shielding it needs
   // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort.
   (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");

@@ -40,6 +40,7 @@ struct ContainContext {
   uid_t outsideUid = 0;
   gid_t outsideGid = 0;
   std::vector<DevicePassthrough> devices;
+  int mountTemplateFd = -1;  // a kept mount template to copy (mnt_template.h), or -1: build anew
   int lifelineFd = -1;  // read end of a pipe akabox never writes: EOF means akabox is gone
   int reportFd = -1;    // write end of the report pipe (subproc.h's ReportMessage)
   // Unix socket to akabox: the init receives its EntryMessage on it, the command sends the

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sandbox/gpu.h"
+#include "sandbox/mnt_template.h"
 #include "sandbox/run.h"
 
 using nlohmann::json;
@@ -74,10 +75,15 @@ int main(int argc, char** argv) {
   for (const auto& f : repeatable) run->add_option(f.flag, lists[f.field], f.help)->take_all();
   bool pid1 = false;
   run->add_flag("--command-is-pid1", pid1, "run the command as pid 1 (no separate reaper)");
+  bool mountTemplate = false;
+  run->add_flag("--mount-template", mountTemplate,
+                "copy a kept mount namespace built once per root layout instead of building the root anew");
 
   std::string cleanupParent = "akabox", cleanupBackend = "auto";
   cleanup->add_option("--cgroup-parent", cleanupParent, "parent cgroup (default akabox)");
   cleanup->add_option("--cgroup-backend", cleanupBackend, "auto (default), v1 or v2");
+  bool cleanupTemplates = false;
+  cleanup->add_flag("--templates", cleanupTemplates, "also unmount and remove the kept mount templates");
 
   try {
     app.parse(cliArgc, argv);
@@ -95,6 +101,14 @@ int main(int argc, char** argv) {
       return 125;
     }
     std::cerr << "akabox cleanup: removed " << *n << " cgroup(s) under " << cleanupParent << "\n";
+    if (cleanupTemplates) {
+      auto t = box::removeMountTemplates();
+      if (!t) {
+        std::cerr << "akabox cleanup: " << t.error().message << "\n";
+        return 125;
+      }
+      std::cerr << "akabox cleanup: removed " << *t << " mount template(s)\n";
+    }
     return 0;
   }
 
@@ -104,6 +118,7 @@ int main(int argc, char** argv) {
   for (const auto& f : repeatable)
     if (run->count(f.flag)) flags[f.field] = lists[f.field];
   if (pid1) flags["command_is_pid1"] = true;
+  if (mountTemplate) flags["mount_template"] = true;
   if (!command.empty()) flags["command"] = command;
 
   json file = json::object();

@@ -47,7 +47,11 @@ Status makeDirs(const std::string& path, mode_t mode = 0755) {
   return {};
 }
 
+}  // namespace
+
 Status makeMountPoint(const std::string& dst, bool dir) {
+  struct stat existing {};
+  if (::lstat(dst.c_str(), &existing) == 0) return {};  // a template's read-only root has its mount points
   if (dir) return makeDirs(dst);
   if (auto st = makeDirs(dst.substr(0, dst.rfind('/'))); !st) return st;
   int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -55,6 +59,8 @@ Status makeMountPoint(const std::string& dst, bool dir) {
   ::close(fd);
   return {};
 }
+
+namespace {
 
 // Binds host path `src` (as seen under the old root) at `dst`. Read-only binds need a second
 // remount: MS_RDONLY is ignored on the initial MS_BIND.
@@ -175,8 +181,8 @@ Status mountPreparedRoot(const std::string& root) {
   return result;
 }
 
-Status mountDev(const std::vector<DevicePassthrough>& devices) {
-  if (::mkdir("/dev", 0755) != 0) return errnoError("mkdir /dev in the sandbox root");
+Status mountDev(const std::vector<DevicePassthrough>& devices, const HostBinder& bind) {
+  if (auto st = makeDirs("/dev"); !st) return st;
   if (auto st = sysMount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=512k"); !st) return st;
   struct Node {
     const char* name;
@@ -199,7 +205,7 @@ Status mountDev(const std::vector<DevicePassthrough>& devices) {
                         Link{"/proc/self/fd/1", "/dev/stdout"}, Link{"/proc/self/fd/2", "/dev/stderr"}})
     if (::symlink(l.target, l.path) != 0) return errnoError(std::string("symlink(") + l.path + ")");
   for (const auto& d : devices)
-    if (auto st = bindMount(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
+    if (auto st = bind(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
   return {};
 }
 
@@ -212,7 +218,7 @@ Status mountTmpfs(const std::string& dst, uint64_t size) {
 
 }  // namespace
 
-Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
+Status pivotToStaticRoot(const SandboxSpec& spec) {
   // Nothing we mount may propagate back to the host, and nothing the host mounts later
   // should appear in the sandbox.
   if (auto st = sysMount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr); !st) return st;
@@ -224,13 +230,35 @@ Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePass
   if (::mkdir(put.c_str(), 0700) != 0) return errnoError("mkdir " + put);
   if (::syscall(SYS_pivot_root, kStaging, put.c_str()) != 0) return errnoError(std::string("pivot_root(") + kStaging + ", " + put + ")");
   if (::chdir("/") != 0) return errnoError("chdir(/) after pivot_root");
+  if (spec.root == "host") return mountHostSystem(spec);
+  return mountPreparedRoot(spec.root);
+}
 
-  if (spec.root == "host") {
-    if (auto st = mountHostSystem(spec); !st) return st;
-  } else {
-    if (auto st = mountPreparedRoot(spec.root); !st) return st;
-  }
-  if (auto st = mountDev(devices); !st) return st;
+Status detachOldRoot() {
+  if (::umount2(kOldRoot, MNT_DETACH) != 0) return errnoError(std::string("umount2(") + kOldRoot + ", MNT_DETACH)");
+  if (::rmdir(kOldRoot) != 0) return errnoError(std::string("rmdir(") + kOldRoot + ")");
+  return {};
+}
+
+std::vector<std::string> staticRootHostPaths(const SandboxSpec& spec) {
+  std::vector<std::string> out;
+  if (spec.root != "host") return {spec.root};
+  for (const char* d : kHostSystemDirs) out.push_back(std::string("/") + d);
+  for (const char* e : kEtcCopied) out.push_back(std::string("/etc/") + e);
+  for (const char* e : kEtcBound) out.push_back(std::string("/etc/") + e);
+  return out;
+}
+
+std::vector<std::string> perSandboxBindSources(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
+  std::vector<std::string> out;
+  for (const auto& d : devices) out.push_back(d.hostPath);
+  if (!spec.workspace.empty()) out.push_back(spec.workspace);
+  for (const auto& b : spec.binds) out.push_back(b.src);
+  return out;
+}
+
+Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind) {
+  if (auto st = mountDev(devices, bind); !st) return st;
   if (auto st = makeDirs("/proc"); !st) return st;
   // A fresh proc for the new pid namespace: the sandbox sees its own processes only.
   if (auto st = sysMount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !st) return st;
@@ -238,12 +266,16 @@ Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePass
   for (const auto& t : spec.tmpfs)
     if (auto st = mountTmpfs(t.dst, t.sizeBytes); !st) return st;
   if (!spec.workspace.empty())
-    if (auto st = bindMount(spec.workspace, "/workspace", true); !st) return st;
+    if (auto st = bind(spec.workspace, "/workspace", true, MS_NOSUID | MS_NODEV); !st) return st;
   for (const auto& b : spec.binds)
-    if (auto st = bindMount(b.src, b.dst, b.rw, b.dev ? MS_NOSUID : MS_NOSUID | MS_NODEV); !st) return st;
+    if (auto st = bind(b.src, b.dst, b.rw, b.dev ? MS_NOSUID : MS_NOSUID | MS_NODEV); !st) return st;
+  return {};
+}
 
-  if (::umount2(kOldRoot, MNT_DETACH) != 0) return errnoError(std::string("umount2(") + kOldRoot + ", MNT_DETACH)");
-  if (::rmdir(kOldRoot) != 0) return errnoError(std::string("rmdir(") + kOldRoot + ")");
+Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
+  if (auto st = pivotToStaticRoot(spec); !st) return st;
+  if (auto st = mountPerSandbox(spec, devices, bindMount); !st) return st;
+  if (auto st = detachOldRoot(); !st) return st;
   return sysMount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
 }
 

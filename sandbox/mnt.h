@@ -3,6 +3,8 @@
 // directories (or of a prepared root), the workspace, a minimal /dev, a fresh /proc and
 // private tmpfs mounts; then the host's tree is detached and the root made read-only.
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "common/result.h"
@@ -13,5 +15,23 @@ namespace akad::box {
 
 // Runs in the init (pid 1, real root) of fresh mount and pid namespaces.
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
+
+// The pieces, shared with the kept templates (mnt_template.h).
+//
+// How a host path becomes a mount at `dst`: read-only unless rw, with `extra` MS_* flags.
+using HostBinder = std::function<Status(const std::string& hostSrc, const std::string& dst, bool rw, unsigned long extra)>;
+// In a fresh mount namespace: pivot into a new tmpfs root holding the system directories (or
+// the prepared root) and /etc's essentials; the host's tree stays reachable until detachOldRoot.
+Status pivotToStaticRoot(const SandboxSpec& spec);
+Status detachOldRoot();
+// What every sandbox gets fresh, in this order: /dev (with the devices), /proc, /tmp, the
+// spec's tmpfs mounts, the workspace, the spec's binds.
+Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind);
+// The host paths pivotToStaticRoot copies or binds (or the prepared root itself).
+std::vector<std::string> staticRootHostPaths(const SandboxSpec& spec);
+// The host paths mountPerSandbox binds, in the order it binds them.
+std::vector<std::string> perSandboxBindSources(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
+// A directory (and its parents) or an empty file to mount on; an existing path is kept.
+Status makeMountPoint(const std::string& dst, bool dir);
 
 }  // namespace akad::box

@@ -8,6 +8,7 @@
 
 #include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/mnt_template.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/subproc.h"
@@ -92,6 +93,13 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
     devices.push_back(*d);
   }
 
+  UniqueFd mountTemplate;
+  if (spec.mountTemplate) {
+    auto t = openMountTemplate(spec);
+    if (!t) return setupFailure(t.error().message);
+    mountTemplate = std::move(*t);
+  }
+
   auto version = detectCgroupVersion(spec.cgroupBackend);
   if (!version) return setupFailure(version.error().message);
   auto failedAfterStart = [&](const std::string& message) {
@@ -126,6 +134,7 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   req.devices = devices;
   req.stdinFd = stdinFile.get();
   req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
+  req.mountTemplateFd = mountTemplate.get();
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
   auto init = SandboxInit::start(req);

@@ -20,7 +20,7 @@ const std::set<std::string> kKnownFields = {
     "root", "binds", "workspace", "tmpfs", "env", "memory", "pids", "cpus", "cpu_time",
     "wall_time", "output_limit", "net", "seccomp", "uid", "gid", "outside_uid", "outside_gid",
     "stdin", "stdout", "stderr", "result", "result_fd", "devices", "gpus", "cgroup_parent",
-    "cgroup_backend", "hostname", "cwd", "command_is_pid1", "command"};
+    "cgroup_backend", "hostname", "cwd", "command_is_pid1", "mount_template", "command"};
 
 Error fieldError(const std::string& field, const std::string& why) {
   return Error{"spec field '" + field + "': " + why};
@@ -334,6 +334,10 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
   if (j.contains("command_is_pid1")) {
     if (!j["command_is_pid1"].is_boolean()) return fieldError("command_is_pid1", "must be true or false");
     s.commandIsPid1 = j["command_is_pid1"].get<bool>();
+  }
+  if (j.contains("mount_template")) {
+    if (!j["mount_template"].is_boolean()) return fieldError("mount_template", "must be true or false");
+    s.mountTemplate = j["mount_template"].get<bool>();
   }
   if (j.contains("command")) {
     if (!j["command"].is_array()) return fieldError("command", "expected a list of strings");

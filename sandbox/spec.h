@@ -70,6 +70,8 @@ struct SandboxSpec {
   std::string hostname = "akabox";
   std::string cwd;  // inside; empty: /workspace if a workspace is bound, else /
   bool commandIsPid1 = false;
+  // Copy a kept, pre-built mount namespace (mnt_template.h) instead of building the root anew.
+  bool mountTemplate = false;
   std::vector<std::string> command;
 };
 

@@ -57,11 +57,12 @@ int receiveFd(int sock) {
   return -1;
 }
 
-unsigned long cloneFlags() {
+unsigned long cloneFlags(bool mountTemplate) {
   // The user namespace is created later by the command itself (user.h says why); the cgroup
   // namespace by the init once it is inside its cgroup; the network namespace by akabox
-  // while the init builds its mounts (net.h), entered by the init on release.
-  return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+  // while the init builds its mounts (net.h), entered by the init on release. With a mount
+  // template the init copies the template's mount namespace instead of akabox's.
+  return (mountTemplate ? 0 : CLONE_NEWNS) | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
 }
 
 }  // namespace
@@ -94,7 +95,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   self->t0_ = nowS();
   int pidfd = -1;
   clone_args args{};
-  args.flags = cloneFlags() | CLONE_PIDFD;
+  args.flags = cloneFlags(req.mountTemplateFd >= 0) | CLONE_PIDFD;
   if (req.cloneIntoCgroupFd >= 0) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(req.cloneIntoCgroupFd);
@@ -110,6 +111,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.outsideUid = req.outsideUid;
     c.outsideGid = req.outsideGid;
     c.devices = req.devices;
+    c.mountTemplateFd = req.mountTemplateFd;
     c.lifelineFd = lifeline->read.get();
     c.reportFd = rep->write.get();
     c.channelFd = channelChild.get();

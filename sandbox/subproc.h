@@ -33,6 +33,7 @@ struct SpawnRequest {
   std::vector<DevicePassthrough> devices;
   int stdinFd = -1;
   int cloneIntoCgroupFd = -1;  // v2: the init is born in this cgroup (CLONE_INTO_CGROUP)
+  int mountTemplateFd = -1;    // a kept mount template (mnt_template.h) the init copies, or -1
 };
 
 // What the init enters when akabox releases it, before it starts the command.

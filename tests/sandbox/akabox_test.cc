@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -328,6 +329,58 @@ TEST_F(BoxTest, RestrictiveCallerUmaskStillGivesAUsableSandbox) {
   EXPECT_EQ(r.exitStatus, 0) << r.err;
   EXPECT_NE(r.out.find("read=ok"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("akabox:x:1000:1000"), std::string::npos) << r.out;
+}
+
+std::vector<std::string> templateFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string()[0] != '.') out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// --mount-template: the first run builds and keeps the template, the next copies it; a change
+// to the host's mount table gives a new one and the stale one goes; cleanup removes it all.
+TEST_F(BoxTest, MountTemplateIsKeptReusedRenewedAndCleanedUp) {
+  std::string ws = tmp_ + "/ws";
+  ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(ws.c_str(), 0777), 0);
+  BoxRun a = run({"--mount-template", "--workspace", ws}, {probe(), "read", "/etc/passwd"});
+  EXPECT_EQ(a.exitStatus, 0) << a.err;
+  EXPECT_NE(a.out.find("akabox:x:1000:1000:akabox:/workspace"), std::string::npos) << a.out;
+  std::vector<std::string> first = templateFiles(templateDir());
+  ASSERT_EQ(first.size(), 1u);
+  std::string mounts = readAll("/proc/self/mountinfo");
+  EXPECT_NE(mounts.find(templateDir() + "/" + first[0]), std::string::npos) << "the template is kept as a mount";
+
+  // The copy is the sandbox's own: what one run writes to its /tmp and workspace, the next
+  // does not see in /tmp, and the root stays read-only.
+  BoxRun w = run({"--mount-template", "--workspace", ws},
+                 {"/bin/sh", "-c", "echo x > /tmp/mark && echo y > /workspace/mark && touch /etc/new 2>&1"});
+  EXPECT_NE(w.exitStatus, 0);
+  EXPECT_NE(w.out.find("Read-only file system"), std::string::npos) << w.out << w.err;
+  BoxRun b = run({"--mount-template", "--workspace", ws}, {"/bin/sh", "-c", "ls /tmp; cat /workspace/mark"});
+  EXPECT_EQ(b.exitStatus, 0) << b.err;
+  EXPECT_EQ(b.out, "y\n");
+  EXPECT_EQ(templateFiles(templateDir()), first) << "the same layout copies the same template";
+
+  // A new mount on the host changes the fingerprint: a new template replaces the stale one.
+  std::string extra = tmp_ + "/hostmount";
+  ASSERT_EQ(::mkdir(extra.c_str(), 0755), 0);
+  ASSERT_EQ(::mount("tmpfs", extra.c_str(), "tmpfs", 0, "size=64k"), 0);
+  BoxRun c = run({"--mount-template", "--workspace", ws}, {probe(), "read", "/etc/passwd"});
+  ::umount2(extra.c_str(), MNT_DETACH);
+  EXPECT_EQ(c.exitStatus, 0) << c.err;
+  std::vector<std::string> renewed = templateFiles(templateDir());
+  ASSERT_EQ(renewed.size(), 1u);
+  EXPECT_NE(renewed[0], first[0]);
+  EXPECT_EQ(renewed[0].substr(0, 16), first[0].substr(0, 16)) << "same layout, other host state";
+  EXPECT_EQ(readAll("/proc/self/mountinfo").find(templateDir() + "/" + first[0]), std::string::npos);
+
+  EXPECT_EQ(removeTemplates(), 0);
+  EXPECT_TRUE(templateFiles(templateDir()).empty());
+  EXPECT_EQ(readAll("/proc/self/mountinfo").find(templateDir()), std::string::npos);
 }
 
 }  // namespace

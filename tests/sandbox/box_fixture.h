@@ -76,6 +76,7 @@ class BoxTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (templateMode()) removeTemplates();
     expectNothingLeft();
     for (const auto& d : cgroupParentDirs(parent_)) ::rmdir(d.c_str());
     std::string cmd = "rm -rf '" + tmp_ + "'";
@@ -87,6 +88,7 @@ class BoxTest : public ::testing::Test {
     std::vector<std::string> argv = {akaboxBin(), "run", "--cgroup-parent", parent_, "--result", tmp_ + "/result.json",
                                      "--stdout", tmp_ + "/stdout", "--stderr", tmp_ + "/stderr",
                                      "--bind", probeDir() + ":/probes"};
+    if (templateMode()) argv.push_back("--mount-template");
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back("--");
     argv.insert(argv.end(), cmd.begin(), cmd.end());
@@ -96,6 +98,7 @@ class BoxTest : public ::testing::Test {
     ::unlink((tmp_ + "/result.json").c_str());
     pid_t pid = ::fork();
     if (pid == 0) {
+      ::setenv("AKABOX_TEMPLATE_DIR", templateDir().c_str(), 1);
       if (inheritFd >= 0) ::fcntl(inheritFd, F_SETFD, 0);  // deliberately leak it into akabox
       ::execv(cargv[0], cargv.data());
       ::_exit(126);
@@ -110,6 +113,22 @@ class BoxTest : public ::testing::Test {
     r.err = readAll(tmp_ + "/stderr");
     EXPECT_FALSE(r.result.is_discarded()) << "no result JSON; stderr: " << r.err;
     return r;
+  }
+
+  // AKABOX_TEST_MOUNT_TEMPLATE=1 (ctest's sandbox_template.*): every run copies a kept mount
+  // template instead of building its root, so each guarantee is checked on that path too.
+  static bool templateMode() {
+    const char* e = std::getenv("AKABOX_TEST_MOUNT_TEMPLATE");
+    return e && std::string(e) == "1";
+  }
+  // The test's own template directory, so its templates go with it.
+  std::string templateDir() const { return tmp_ + "/templates"; }
+
+  // akabox cleanup --templates: afterwards no mount of the test directory may be left.
+  int removeTemplates() {
+    std::string cmd = "AKABOX_TEMPLATE_DIR='" + templateDir() + "' '" + akaboxBin() + "' cleanup --cgroup-parent '" + parent_ +
+                      "' --templates 2>/dev/null";
+    return std::system(cmd.c_str());
   }
 
   void expectNothingLeft() {

@@ -44,6 +44,7 @@ TEST(SandboxSpec, BadFieldsAreNamed) {
   check({{"uid", "root"}}, "uid");
   check({{"cgroup_parent", "../escape"}}, "cgroup_parent");
   check({{"surprise", 1}}, "surprise");
+  check({{"mount_template", "yes"}}, "mount_template");
   auto noCommand = parseSpec(json::object(), json::object());
   ASSERT_FALSE(noCommand.ok());
   EXPECT_NE(noCommand.error().message.find("command"), std::string::npos);
