@@ -17,6 +17,7 @@
 
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
+#include "sandbox/net.h"
 #include "sandbox/user.h"
 
 namespace akad::box {
@@ -230,8 +231,14 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   ::umask(0);
   must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");
   // Meanwhile akabox creates the cgroup and the network namespace (2 cores: in parallel).
-  if (c.mountTemplateFd >= 0) must(c, enterMountTemplate(s, c.devices, c.mountTemplateFd), "mount namespace (template)");
-  else must(c, buildMountNamespace(s, c.devices), "mount namespace");
+  if (c.mountTemplateFd >= 0) {
+    // Copying a template is quick, so the init makes its network namespace itself while
+    // akabox makes the cgroup; without one, akabox makes it (net.h).
+    if (s.net == NetMode::None) must(c, enterNewNetworkNamespace(), "network namespace");
+    must(c, enterMountTemplate(s, c.devices, c.mountTemplateFd), "mount namespace (template)");
+  } else {
+    must(c, buildMountNamespace(s, c.devices), "mount namespace");
+  }
   // The init is tiny, so the OOM killer already prefers the command; shielding it needs
   // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort.
   (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");

@@ -24,6 +24,7 @@ namespace akad::box {
 namespace {
 
 constexpr const char* kFormat = "akabox mount template 1";
+constexpr int kMaxTemplates = 32;
 
 struct MountPoint {
   std::string dst;
@@ -214,6 +215,16 @@ int removeTemplates(const std::string& dir, const std::string& prefix, const std
   return removed;
 }
 
+int countTemplates(const std::string& dir) {
+  int n = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n;
+}
+
 }  // namespace
 
 std::string mountTemplateDir() {
@@ -237,8 +248,11 @@ Result<UniqueFd> openMountTemplate(const SandboxSpec& spec) {
     if (errno != EINTR) return errnoError("mount template: flock");
   if (UniqueFd fd = openKept(path); fd.valid()) return fd;  // another akabox made it meanwhile
   if (auto st = makeTemplate(spec, points, path); !st) return Error{"mount template: " + st.error().message};
-  // Templates of the same layout built from an older state of the host are stale now.
+  // Templates of the same layout built from an older state of the host are stale now. Many
+  // layouts in use (specs with ever new bind targets) would pile up: past kMaxTemplates, all
+  // but the new one go, and the layouts still in use are rebuilt on their next run.
   removeTemplates(dir, layoutKey + "-", name);
+  if (countTemplates(dir) > kMaxTemplates) removeTemplates(dir, "", name);
   UniqueFd fd = openKept(path);
   if (!fd.valid()) return Error{"mount template: '" + path + "' is not a kept mount namespace"};
   return fd;

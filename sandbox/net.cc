@@ -40,4 +40,9 @@ Result<UniqueFd> createNetworkNamespace() {
   return created;
 }
 
+Status enterNewNetworkNamespace() {
+  if (::unshare(CLONE_NEWNET) != 0) return errnoError("unshare(CLONE_NEWNET)");
+  return bringUpLoopback();
+}
+
 }  // namespace akad::box

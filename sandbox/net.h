@@ -13,4 +13,8 @@ namespace akad::box {
 // namespace before this returns; the init enters the new one with setns() on release.
 Result<UniqueFd> createNetworkNamespace();
 
+// The same from the init, into its own new network namespace: with a mount template the
+// init's own set-up is short, and akabox's cgroup work becomes the other core's share.
+Status enterNewNetworkNamespace();
+
 }  // namespace akad::box

@@ -43,7 +43,7 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, CgroupVersion version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup) {
   SandboxEntry entry;
-  if (spec.net == NetMode::None) {
+  if (spec.net == NetMode::None && !spec.mountTemplate) {  // with a template the init makes its own
     auto netns = createNetworkNamespace();
     if (!netns) return Error{"network namespace: " + netns.error().message};
     entry.netns = std::move(*netns);

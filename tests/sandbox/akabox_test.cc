@@ -383,5 +383,17 @@ TEST_F(BoxTest, MountTemplateIsKeptReusedRenewedAndCleanedUp) {
   EXPECT_EQ(readAll("/proc/self/mountinfo").find(templateDir()), std::string::npos);
 }
 
+// Specs with ever new mount points would each keep a template: their number stays bounded.
+TEST_F(BoxTest, MountTemplatesStayBoundedWithManyLayouts) {
+  for (int i = 0; i < 33; ++i) {
+    BoxRun r = run({"--mount-template", "--tmpfs", "/layout" + std::to_string(i)}, {probe(), "exit", "0"});
+    ASSERT_EQ(r.exitStatus, 0) << r.err;
+    ASSERT_LE(templateFiles(templateDir()).size(), 32u) << "after layout " << i;
+  }
+  EXPECT_EQ(templateFiles(templateDir()).size(), 1u) << "past the cap only the newest is kept";
+  EXPECT_EQ(removeTemplates(), 0);
+  EXPECT_EQ(readAll("/proc/self/mountinfo").find(templateDir()), std::string::npos);
+}
+
 }  // namespace
 }  // namespace akabox_test
