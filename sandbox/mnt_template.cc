@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "sandbox/cache_dir.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/mnt.h"
 
 #ifndef NSFS_MAGIC
@@ -53,36 +55,12 @@ std::vector<MountPoint> templateMountPoints(const SandboxSpec& spec) {
   return out;
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
-std::string readFile(const char* path) {
-  std::string out;
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[8192];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
-
 // What the template is built from, on the host: the mount table (less the templates
 // themselves) and the identity of every path the static root copies or binds.
 std::string hostFingerprint(const SandboxSpec& spec, const std::string& dir) {
   std::string out;
-  std::string table = readFile("/proc/self/mountinfo");
+  auto read = cgroupfs::readFile("/proc/self/mountinfo");
+  const std::string table = read ? *read : std::string();
   const std::string own = " " + dir + "/";
   size_t pos = 0;
   while (pos < table.size()) {
@@ -112,19 +90,9 @@ std::string layoutOf(const SandboxSpec& spec, const std::vector<MountPoint>& poi
   return out;
 }
 
-// The template directory is trusted only when root owns it and nobody else can write it.
-Status trustedDir(const std::string& dir) {
-  std::string cur;
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    cur = dir.substr(0, pos);
-    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) return errnoError("cannot create '" + cur + "'");
-  }
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) return errnoError("cannot stat '" + dir + "'");
-  if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
-    return Error{"template directory '" + dir + "' must be a directory owned by root and writable by root only"};
-  return {};
+Status templateDirOk(const std::string& dir) {
+  if (trustedCacheDir(dir, true)) return {};
+  return Error{"template directory '" + dir + "' cannot be created, or is not a directory owned by root and writable by root only"};
 }
 
 // The kept namespace at `path`, or an invalid fd if there is none (a plain file is not one).
@@ -234,11 +202,11 @@ std::string mountTemplateDir() {
 
 Result<UniqueFd> openMountTemplate(const SandboxSpec& spec) {
   const std::string dir = mountTemplateDir();
-  if (auto st = trustedDir(dir); !st) return Error{"mount template: " + st.error().message};
+  if (auto st = templateDirOk(dir); !st) return Error{"mount template: " + st.error().message};
   auto points = templateMountPoints(spec);
   const std::string layout = layoutOf(spec, points);
-  const std::string layoutKey = hex(fnv1a(layout));
-  const std::string name = layoutKey + "-" + hex(fnv1a(layout + hostFingerprint(spec, dir)));
+  const std::string layoutKey = fnv1aHex(layout);
+  const std::string name = layoutKey + "-" + fnv1aHex(layout + hostFingerprint(spec, dir));
   const std::string path = dir + "/" + name;
   if (UniqueFd fd = openKept(path); fd.valid()) return fd;
 
@@ -299,7 +267,7 @@ Result<int> removeMountTemplates() {
   const std::string dir = mountTemplateDir();
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return 0;
-  if (auto s = trustedDir(dir); !s) return s.error();
+  if (auto s = templateDirOk(dir); !s) return s.error();
   return removeTemplates(dir, "", "");
 }
 

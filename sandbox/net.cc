@@ -29,8 +29,7 @@ Status bringUpLoopback() {
 Result<UniqueFd> createNetworkNamespace() {
   UniqueFd own(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!own.valid()) return errnoError("open /proc/thread-self/ns/net (akabox's own network namespace)");
-  if (::unshare(CLONE_NEWNET) != 0) return errnoError("unshare(CLONE_NEWNET)");
-  Status up = bringUpLoopback();
+  Status up = enterNewNetworkNamespace();
   UniqueFd created(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   int openErr = errno;
   // Back home first, whatever happened: akabox must not stay in the sandbox's namespace.

@@ -18,6 +18,7 @@
 
 #include "akad/version.h"
 #include "common/unique_fd.h"
+#include "sandbox/cache_dir.h"
 
 namespace akad::box {
 namespace {
@@ -254,22 +255,6 @@ std::string cacheDir() {
   return (d && *d) ? d : "/run/akabox/seccomp";
 }
 
-// The cache is trusted only when root owns it and nobody else can write it.
-bool trustedDir(const std::string& dir, bool create) {
-  if (create) {
-    std::string cur;
-    std::stringstream ss(dir);
-    std::string part;
-    while (std::getline(ss, part, '/')) {
-      if (part.empty()) continue;
-      cur += "/" + part;
-      ::mkdir(cur.c_str(), 0700);
-    }
-  }
-  struct stat st {};
-  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 022) == 0;
-}
-
 std::string readSmall(const std::string& path, size_t limit) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return {};
@@ -281,7 +266,7 @@ std::string readSmall(const std::string& path, size_t limit) {
 }
 
 void writeCache(const std::string& dir, const std::string& key, const std::string& bytes) {
-  if (!trustedDir(dir, true)) return;
+  if (!trustedCacheDir(dir, true)) return;
   std::string tmp = dir + "/." + key + "." + std::to_string(::getpid());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return;
@@ -315,13 +300,9 @@ Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& name
   const scmp_version* v = seccomp_version();
   const std::string identity = text + "|libseccomp " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                                std::to_string(v->micro) + "|arch " + std::to_string(seccomp_arch_native()) + "|format 1";
-  uint64_t fnv = 1469598103934665603ull;
-  for (unsigned char ch : identity) fnv = (fnv ^ ch) * 1099511628211ull;
-  char keyBuf[32];
-  std::snprintf(keyBuf, sizeof(keyBuf), "%016llx.bpf", static_cast<unsigned long long>(fnv));
-  const std::string key = keyBuf;
+  const std::string key = fnv1aHex(identity) + ".bpf";
   const std::string dir = cacheDir();
-  if (::geteuid() == 0 && trustedDir(dir, false)) {
+  if (::geteuid() == 0 && trustedCacheDir(dir, false)) {
     std::string bytes = readSmall(dir + "/" + key, 8 << 20);
     if (bytes.size() > identity.size() + 1 && bytes.compare(0, identity.size(), identity) == 0 && bytes[identity.size()] == '\0')
       if (auto cached = SeccompPolicy::deserialize(bytes.substr(identity.size() + 1), source)) return cached;

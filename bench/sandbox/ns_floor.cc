@@ -6,7 +6,6 @@
 
 #include <sched.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,13 +13,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
+#include "timing.h"
 
-double now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+namespace {
 
 [[noreturn]] void execTrue() {
   execl("/bin/true", "true", static_cast<char*>(nullptr));
@@ -29,7 +24,7 @@ double now() {
 
 // One spawn-to-exit; -1 if it failed.
 double spawnOnce(int flags) {
-  double t0 = now();
+  double t0 = bench::now();
   pid_t pid = fork();
   if (pid == 0) {
     if (flags != 0 && unshare(flags) != 0) _exit(126);
@@ -43,7 +38,7 @@ double spawnOnce(int flags) {
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-  return now() - t0;
+  return bench::now() - t0;
 }
 
 }  // namespace
