@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 namespace akad::box {
 
@@ -18,19 +19,32 @@ const char* cgroupVersionName(CgroupVersion v) { return v == CgroupVersion::V1 ?
 
 namespace cgroupfs {
 
+namespace {
+
+// Splits `text` at `sep` (empty fields kept).
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (;;) {
+    size_t end = text.find(sep, start);
+    out.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return out;
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+// Read on every spawn, so without iostreams: one read of the table, then string views.
 std::vector<Mount> mounts() {
   std::vector<Mount> out;
-  std::ifstream in("/proc/self/mounts");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string dev, path, type, opts;
-    ls >> dev >> path >> type >> opts;
-    if (type != "cgroup" && type != "cgroup2") continue;
-    Mount m{type, path, {}};
-    std::stringstream os(opts);
-    std::string o;
-    while (std::getline(os, o, ',')) m.controllers.push_back(o);
+  auto text = readFile("/proc/self/mounts");
+  if (!text) return out;
+  for (std::string_view line : split(*text, '\n')) {
+    auto f = split(line, ' ');  // device, path, type, options, ...
+    if (f.size() < 4 || (f[2] != "cgroup" && f[2] != "cgroup2")) continue;
+    Mount m{std::string(f[2]), std::string(f[1]), {}};
+    for (std::string_view o : split(f[3], ',')) m.controllers.emplace_back(o);
     out.push_back(std::move(m));
   }
   return out;
@@ -143,11 +157,17 @@ Status removeCgroupsBelow(const std::string& dir, const std::function<Status(con
 
 }  // namespace cgroupfs
 
-Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice) {
+bool cgroupV2Unified() {
   struct statfs fs {};
-  bool pureV2 = ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+  return ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice, std::vector<cgroupfs::Mount>* mountsOut) {
+  bool pureV2 = cgroupV2Unified();
+  if (pureV2 && choice != CgroupBackendChoice::V1) return CgroupVersion::V2;
   bool haveV1 = false, haveV2 = pureV2;
-  for (const auto& m : cgroupfs::mounts()) {
+  std::vector<cgroupfs::Mount> ms = cgroupfs::mounts();
+  for (const auto& m : ms) {
     if (m.type == "cgroup2") haveV2 = true;
     for (const auto& c : m.controllers)
       if (m.type == "cgroup" && c == "memory") haveV1 = true;
@@ -162,19 +182,20 @@ Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice) {
     case CgroupBackendChoice::Auto:
       break;
   }
-  if (pureV2) return CgroupVersion::V2;
+  if (mountsOut) *mountsOut = std::move(ms);
   if (haveV1) return CgroupVersion::V1;
   if (haveV2) return CgroupVersion::V2;
   return Error{"no cgroup hierarchy is mounted under /sys/fs/cgroup"};
 }
 
 Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroupDirs(CgroupVersion v, const std::string& parent,
-                                                                const CgroupLimits& limits) {
+                                                                const CgroupLimits& limits, std::vector<cgroupfs::Mount> mounts) {
   uint32_t rnd = 0;
   if (::getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) rnd = static_cast<uint32_t>(::getpid() * 2654435761u);
   char leaf[64];
   std::snprintf(leaf, sizeof(leaf), "box-%d-%08x", static_cast<int>(::getpid()), rnd);
-  return v == CgroupVersion::V1 ? createCgroupDirsV1(parent, leaf, limits) : createCgroupDirsV2(parent, leaf, limits);
+  return v == CgroupVersion::V1 ? createCgroupDirsV1(parent, leaf, limits, std::move(mounts))
+                                : createCgroupDirsV2(parent, leaf, limits);
 }
 
 Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, const std::string& parent,

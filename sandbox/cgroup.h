@@ -68,15 +68,29 @@ class SandboxCgroup {
   virtual Status remove() = 0;
 };
 
+namespace cgroupfs {
+struct Mount {
+  std::string type;  // "cgroup" or "cgroup2"
+  std::string path;
+  std::vector<std::string> controllers;  // v1: from the mount options
+};
+}  // namespace cgroupfs
+
+// True when /sys/fs/cgroup is itself a cgroup2 mount (a pure v2 host); one statfs.
+bool cgroupV2Unified();
+
 // Which back-end to use: v2 when /sys/fs/cgroup is a cgroup2 mount, v1 when the v1 memory
-// controller is mounted; a choice other than Auto is checked, not trusted.
-Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice);
+// controller is mounted; a choice other than Auto is checked, not trusted. If it had to read
+// the mount table, the cgroup mounts are left in *mountsOut for createSandboxCgroupDirs.
+Result<CgroupVersion> detectCgroupVersion(CgroupBackendChoice choice, std::vector<cgroupfs::Mount>* mountsOut = nullptr);
 
 // Creates the cgroup's directories (those `limits` needs: v1 adds cpuacct and cpuset
 // hierarchies only when asked); applyLimits() completes it. v2 needs this before clone3
-// (CLONE_INTO_CGROUP); on v1 it can wait until the init has been started.
+// (CLONE_INTO_CGROUP); on v1 it can wait until the init has been started. `mounts`: the cgroup
+// mounts detection read, if it did (empty: read them again where needed).
 Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroupDirs(CgroupVersion v, const std::string& parent,
-                                                                const CgroupLimits& limits);
+                                                                const CgroupLimits& limits,
+                                                                std::vector<cgroupfs::Mount> mounts = {});
 // Both steps at once.
 Result<std::unique_ptr<SandboxCgroup>> createSandboxCgroup(CgroupVersion v, const std::string& parent,
                                                             const CgroupLimits& limits);
@@ -87,7 +101,7 @@ Result<int> cleanupCgroupParent(CgroupVersion v, const std::string& parent);
 
 // Back-end entry points (cgroup_v1.cc, cgroup_v2.cc): directories only, no limits yet.
 Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV1(const std::string& parent, const std::string& leaf,
-                                                          const CgroupLimits& limits);
+                                                          const CgroupLimits& limits, std::vector<cgroupfs::Mount> mounts);
 Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV2(const std::string& parent, const std::string& leaf,
                                                           const CgroupLimits& limits);
 Result<int> cleanupCgroupV1(const std::string& parent);
@@ -95,12 +109,7 @@ Result<int> cleanupCgroupV2(const std::string& parent);
 
 // Shared helpers for the back-ends.
 namespace cgroupfs {
-struct Mount {
-  std::string type;  // "cgroup" or "cgroup2"
-  std::string path;
-  std::vector<std::string> controllers;  // v1: from the mount options
-};
-std::vector<Mount> mounts();
+std::vector<Mount> mounts();  // the cgroup and cgroup2 mounts, from /proc/self/mounts
 Status writeFile(const std::string& path, const std::string& value);
 Result<std::string> readFile(const std::string& path);
 // mkdir -p below `base`; existing directories are fine.

@@ -61,8 +61,8 @@ class CgroupV1 final : public SandboxCgroup {
   CgroupVersion version() const override { return CgroupVersion::V1; }
   std::string path() const override { return dirs_.empty() ? std::string() : dirs_.front(); }
 
-  Status create(const std::string& parent, const std::string& leaf, const CgroupLimits& limits) {
-    auto ms = mounts();
+  Status create(const std::string& parent, const std::string& leaf, const CgroupLimits& limits, std::vector<Mount> ms) {
+    if (ms.empty()) ms = mounts();
     std::vector<std::string> controllers = {"memory", "pids", "devices"};
     if (limits.cpuAccounting) controllers.push_back("cpuacct");
     if (!limits.cpus.empty()) controllers.push_back("cpuset");
@@ -198,9 +198,9 @@ class CgroupV1 final : public SandboxCgroup {
 }  // namespace
 
 Result<std::unique_ptr<SandboxCgroup>> createCgroupDirsV1(const std::string& parent, const std::string& leaf,
-                                                          const CgroupLimits& limits) {
+                                                          const CgroupLimits& limits, std::vector<Mount> mounts) {
   auto cg = std::make_unique<CgroupV1>();
-  if (auto st = cg->create(parent, leaf, limits); !st) return st.error();  // destructor removes
+  if (auto st = cg->create(parent, leaf, limits, std::move(mounts)); !st) return st.error();  // destructor removes
   return std::unique_ptr<SandboxCgroup>(std::move(cg));
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
 #include "sandbox/net.h"
@@ -56,10 +57,14 @@ Status checkParentAlive(int lifelineFd) {
   return {};
 }
 
-// Waits for akabox to release the init, then enters what akabox prepared meanwhile: the
-// network namespace and (v1) the cgroup. Writing "0" to a `tasks` file moves the writing
-// thread itself, which skips the kernel's global migration lock (cgroup.h says why).
-Status enterPrepared(int channelFd) {
+// What akabox prepared while the init started (the descriptors of an EntryMessage).
+struct Entry {
+  UniqueFd mountTemplate, netns;
+  std::vector<UniqueFd> cgroupJoin;
+};
+
+// Waits for akabox to release the init and takes what it hands over.
+Result<Entry> receiveEntry(int channelFd) {
   EntryMessage m;
   iovec iov{&m, sizeof(m)};
   char control[CMSG_SPACE(sizeof(int) * kMaxEntryFds)] = {};
@@ -83,18 +88,31 @@ Status enterPrepared(int channelFd) {
       fds.push_back(fd);
     }
   }
-  if (fds.size() != static_cast<size_t>(m.hasNetns + m.cgroupJoinCount) || (msg.msg_flags & MSG_CTRUNC))
-    return Error{"the release message from akabox carries " + std::to_string(fds.size()) + " descriptors, not " +
-                 std::to_string(m.hasNetns + m.cgroupJoinCount)};
+  Entry e;
+  const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNetns + m.cgroupJoinCount);
   size_t i = 0;
-  if (m.hasNetns) {
-    if (::setns(fds[i], CLONE_NEWNET) != 0) return errnoError("setns(network namespace)");
-    ::close(fds[i++]);
+  auto next = [&] { return UniqueFd(i < fds.size() ? fds[i++] : -1); };
+  if (m.hasMountTemplate) e.mountTemplate = next();
+  if (m.hasNetns) e.netns = next();
+  while (i < fds.size()) e.cgroupJoin.push_back(next());
+  if (fds.size() != expected || (msg.msg_flags & MSG_CTRUNC))
+    return Error{"the release message from akabox carries " + std::to_string(fds.size()) + " descriptors, not " +
+                 std::to_string(expected)};
+  return e;
+}
+
+// Enters the network namespace and (v1) the cgroup akabox prepared. Writing "0" to a `tasks`
+// file moves the writing thread itself, which skips the kernel's global migration lock
+// (cgroup.h says why).
+Status enterPrepared(Entry& e) {
+  if (e.netns.valid()) {
+    if (::setns(e.netns.get(), CLONE_NEWNET) != 0) return errnoError("setns(network namespace)");
+    e.netns.reset();
   }
-  for (; i < fds.size(); ++i) {
-    ssize_t n = ::write(fds[i], "0", 1);
+  for (auto& fd : e.cgroupJoin) {
+    ssize_t n = ::write(fd.get(), "0", 1);
     int err = errno;
-    ::close(fds[i]);
+    fd.reset();
     if (n != 1) return errnoError("write 0 to the sandbox cgroup's tasks file", err);
   }
   return {};
@@ -226,25 +244,38 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // If akabox dies, so does the init, and with it every process of the pid namespace.
   must(c, sysOk(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)"), "parent-death signal");
   must(c, checkParentAlive(c.lifelineFd), "start");
+  if (c.spread) (void)::sched_setaffinity(0, sizeof(c.spreadTo), &c.spreadTo);
   // The sandbox's directories and files get exactly the modes set-up asks for, whatever
   // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
   ::umask(0);
   must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");
-  // Meanwhile akabox creates the cgroup and the network namespace (2 cores: in parallel).
-  if (c.mountTemplateFd >= 0) {
+  // Meanwhile akabox prepares the cgroup and the mount template or the network namespace
+  // (2 cores: in parallel).
+  auto receive = [&] {
+    auto e = receiveEntry(c.channelFd);
+    if (!e) must(c, e.error(), "waiting for akabox");
+    return std::move(*e);
+  };
+  Entry entry;
+  if (s.mountTemplate) {
     // Copying a template is quick, so the init makes its network namespace itself while
-    // akabox makes the cgroup; without one, akabox makes it (net.h).
+    // akabox opens the template and makes the cgroup; without one, akabox makes it (net.h).
     if (s.net == NetMode::None) must(c, enterNewNetworkNamespace(), "network namespace");
-    must(c, enterMountTemplate(s, c.devices, c.mountTemplateFd), "mount namespace (template)");
+    entry = receive();
+    if (!entry.mountTemplate.valid()) must(c, Error{"akabox sent no mount template"}, "waiting for akabox");
+    must(c, enterMountTemplate(s, c.devices, entry.mountTemplate.get()), "mount namespace (template)");
+    entry.mountTemplate.reset();
   } else {
     must(c, buildMountNamespace(s, c.devices), "mount namespace");
+    entry = receive();
   }
   // The init is tiny, so the OOM killer already prefers the command; shielding it needs
   // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort.
   (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");
-  must(c, enterPrepared(c.channelFd), "entering the sandbox's cgroup and network namespace");
+  must(c, enterPrepared(entry), "entering the sandbox's cgroup and network namespace");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
+  if (c.spread) (void)::sched_setaffinity(0, sizeof(c.cpus), &c.cpus);
   if (s.commandIsPid1) runCommand(c);
 
   // vfork: the command borrows the init's memory until it execs, instead of copying the page

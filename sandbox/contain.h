@@ -3,6 +3,7 @@
 // (pid 1 of the new pid namespace, still real root, builds the namespaces' contents) and the
 // command (drops to the sandbox uid, sheds privileges, installs seccomp, execs).
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -25,9 +26,11 @@ struct ReportMessage {
 };
 
 // The message that releases the init (subproc.h's SandboxInit::release), sent over the
-// channel with the descriptors attached in this order: the network namespace if hasNetns,
-// then cgroupJoinCount cgroup `tasks` files.
+// channel with the descriptors attached in this order: the mount template if
+// hasMountTemplate, the network namespace if hasNetns, then cgroupJoinCount cgroup `tasks`
+// files.
 struct EntryMessage {
+  uint8_t hasMountTemplate = 0;
   uint8_t hasNetns = 0;
   uint8_t cgroupJoinCount = 0;
 };
@@ -40,7 +43,6 @@ struct ContainContext {
   uid_t outsideUid = 0;
   gid_t outsideGid = 0;
   std::vector<DevicePassthrough> devices;
-  int mountTemplateFd = -1;  // a kept mount template to copy (mnt_template.h), or -1: build anew
   int lifelineFd = -1;  // read end of a pipe akabox never writes: EOF means akabox is gone
   int reportFd = -1;    // write end of the report pipe (subproc.h's ReportMessage)
   // Unix socket to akabox: the init receives its EntryMessage on it, the command sends the
@@ -49,6 +51,10 @@ struct ContainContext {
   int stdinFd = -1;     // host file for stdin, or -1 for /dev/null
   int stdoutFd = -1;    // write ends of the capture pipes
   int stderrFd = -1;
+  // Set when akabox pinned itself (and so the init) to its CPU for clone3: the init moves to
+  // `spreadTo` as its first step and takes `cpus` back before it starts the command.
+  bool spread = false;
+  cpu_set_t spreadTo{}, cpus{};
 };
 
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.

@@ -37,20 +37,31 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
   return ex.commandSignaled ? SandboxStatus::Signaled : SandboxStatus::Exited;
 }
 
-// What akabox prepares while the init builds its mount namespace (2 cores: in parallel): the
-// network namespace and the cgroup with its limits (v2: only the limits, the directory had to
-// exist before clone3).
-Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, CgroupVersion version, const CgroupLimits& limits,
+// What akabox prepares after clone3, while the init makes its network namespace (with a
+// mount template) or builds its mount namespace (without): 2 cores, in parallel. That is the
+// mount template's descriptor, the network namespace (without a template), and the cgroup with
+// its limits (v1: from detection on; v2: the directory had to exist before clone3).
+Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, std::optional<CgroupVersion>& version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup) {
   SandboxEntry entry;
-  if (spec.net == NetMode::None && !spec.mountTemplate) {  // with a template the init makes its own
+  if (spec.mountTemplate) {
+    auto t = openMountTemplate(spec);
+    if (!t) return t.error();
+    entry.mountTemplate = std::move(*t);
+  } else if (spec.net == NetMode::None) {  // with a template the init makes its own
     auto netns = createNetworkNamespace();
     if (!netns) return Error{"network namespace: " + netns.error().message};
     entry.netns = std::move(*netns);
   }
-  const std::string what = "cgroup " + std::string(cgroupVersionName(version)) + ": ";
+  std::vector<cgroupfs::Mount> mounts;
+  if (!version) {
+    auto v = detectCgroupVersion(spec.cgroupBackend, &mounts);
+    if (!v) return v.error();
+    version = *v;
+  }
+  const std::string what = "cgroup " + std::string(cgroupVersionName(*version)) + ": ";
   if (!cgroup) {
-    auto made = createSandboxCgroupDirs(version, spec.cgroupParent, limits);
+    auto made = createSandboxCgroupDirs(*version, spec.cgroupParent, limits, std::move(mounts));
     if (!made) return Error{what + made.error().message};
     cgroup = std::move(*made);
   }
@@ -93,18 +104,18 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
     devices.push_back(*d);
   }
 
-  UniqueFd mountTemplate;
-  if (spec.mountTemplate) {
-    auto t = openMountTemplate(spec);
-    if (!t) return setupFailure(t.error().message);
-    mountTemplate = std::move(*t);
+  // v2 starts the init inside its cgroup (clone3's CLONE_INTO_CGROUP), so on a v2 host the
+  // version and the directory are settled before clone3. Elsewhere detection (which reads the
+  // mount table) and the cgroup wait until the init is running.
+  std::optional<CgroupVersion> version;
+  if (spec.cgroupBackend == CgroupBackendChoice::V2 || (spec.cgroupBackend == CgroupBackendChoice::Auto && cgroupV2Unified())) {
+    auto v = detectCgroupVersion(spec.cgroupBackend);
+    if (!v) return setupFailure(v.error().message);
+    version = *v;
   }
-
-  auto version = detectCgroupVersion(spec.cgroupBackend);
-  if (!version) return setupFailure(version.error().message);
   auto failedAfterStart = [&](const std::string& message) {
     SandboxResult r = setupFailure(message);
-    r.cgroupBackend = cgroupVersionName(*version);
+    if (version) r.cgroupBackend = cgroupVersionName(*version);
     return r;
   };
 
@@ -116,10 +127,10 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
     if (!stdinFile.valid()) return setupFailure(errnoError("cannot open stdin file '" + spec.stdinPath + "'").message);
   }
 
-  // v2 starts the init inside its cgroup, so the directory has to exist first; v1's init
-  // joins later, so v1 creates its directories in parallel with the init's set-up too.
+  // v1's init joins its cgroup later, so v1 creates its directories in parallel with the
+  // init's set-up.
   std::unique_ptr<SandboxCgroup> cgroup;
-  if (*version == CgroupVersion::V2) {
+  if (version == CgroupVersion::V2) {
     auto made = createSandboxCgroupDirs(*version, spec.cgroupParent, limits);
     if (!made) return setupFailure("cgroup v2: " + made.error().message);
     cgroup = std::move(*made);
@@ -134,14 +145,13 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   req.devices = devices;
   req.stdinFd = stdinFile.get();
   req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
-  req.mountTemplateFd = mountTemplate.get();
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
   auto init = SandboxInit::start(req);
   if (!init) return failedAfterStart(init.error().message);
 
-  // The init is building its mount namespace now; prepare what it enters next.
-  auto entry = prepareEntry(spec, *version, limits, cgroup);
+  // The init is making its namespaces now; prepare what it enters next.
+  auto entry = prepareEntry(spec, version, limits, cgroup);
   if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
   auto ex = (*init)->supervise(*cgroup);

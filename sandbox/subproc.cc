@@ -61,7 +61,8 @@ unsigned long cloneFlags(bool mountTemplate) {
   // The user namespace is created later by the command itself (user.h says why); the cgroup
   // namespace by the init once it is inside its cgroup; the network namespace by akabox
   // while the init builds its mounts (net.h), entered by the init on release. With a mount
-  // template the init copies the template's mount namespace instead of akabox's.
+  // template the init copies the template's mount namespace (received on release) instead of
+  // akabox's, and makes its network namespace itself meanwhile.
   return (mountTemplate ? 0 : CLONE_NEWNS) | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
 }
 
@@ -92,10 +93,27 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   ::sigprocmask(SIG_BLOCK, &cancel, &self->oldMask_);
   self->cancelSignals_ = std::move(sigFd);
 
+  // A new task starts on its parent's CPU and, under a scheduler that packs tasks onto few
+  // CPUs (the development VM's does), preempts it there: akabox's and the init's set-up,
+  // meant to run side by side, would run one after the other. So akabox pins itself to its
+  // CPU for clone3, the init moves to the other CPUs as its first step (contain.cc), and
+  // both take the original CPU set back (the init before it starts the command). Best
+  // effort: with one allowed CPU, or if a call fails, nothing changes.
+  cpu_set_t cpus{};
+  bool spread = false;
+  int here = ::sched_getcpu();
+  if (here >= 0 && here < CPU_SETSIZE && ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2 &&
+      CPU_ISSET(here, &cpus)) {
+    cpu_set_t pinned;
+    CPU_ZERO(&pinned);
+    CPU_SET(here, &pinned);
+    spread = ::sched_setaffinity(0, sizeof(pinned), &pinned) == 0;
+  }
+
   self->t0_ = nowS();
   int pidfd = -1;
   clone_args args{};
-  args.flags = cloneFlags(req.mountTemplateFd >= 0) | CLONE_PIDFD;
+  args.flags = cloneFlags(req.spec->mountTemplate) | CLONE_PIDFD;
   if (req.cloneIntoCgroupFd >= 0) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(req.cloneIntoCgroupFd);
@@ -103,7 +121,9 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
-  if (pid < 0) return errnoError("clone3(new mount, pid, ipc, uts namespaces)");
+  int cloneErr = errno;
+  if (spread && pid != 0) (void)::sched_setaffinity(0, sizeof(cpus), &cpus);
+  if (pid < 0) return errnoError("clone3(new mount, pid, ipc, uts namespaces)", cloneErr);
   if (pid == 0) {
     ContainContext c;
     c.spec = req.spec;
@@ -111,13 +131,16 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.outsideUid = req.outsideUid;
     c.outsideGid = req.outsideGid;
     c.devices = req.devices;
-    c.mountTemplateFd = req.mountTemplateFd;
     c.lifelineFd = lifeline->read.get();
     c.reportFd = rep->write.get();
     c.channelFd = channelChild.get();
     c.stdinFd = req.stdinFd;
     c.stdoutFd = out->write.get();
     c.stderrFd = err->write.get();
+    c.spread = spread;
+    c.cpus = cpus;
+    c.spreadTo = cpus;
+    CPU_CLR(here, &c.spreadTo);
     runSandboxInit(c);
   }
   self->pid_ = static_cast<pid_t>(pid);
@@ -148,6 +171,10 @@ void SandboxInit::killAndReap() {
 Status SandboxInit::release(SandboxEntry entry) {
   EntryMessage m;
   std::vector<int> fds;
+  if (entry.mountTemplate.valid()) {
+    m.hasMountTemplate = 1;
+    fds.push_back(entry.mountTemplate.get());
+  }
   if (entry.netns.valid()) {
     m.hasNetns = 1;
     fds.push_back(entry.netns.get());

@@ -33,12 +33,12 @@ struct SpawnRequest {
   std::vector<DevicePassthrough> devices;
   int stdinFd = -1;
   int cloneIntoCgroupFd = -1;  // v2: the init is born in this cgroup (CLONE_INTO_CGROUP)
-  int mountTemplateFd = -1;    // a kept mount template (mnt_template.h) the init copies, or -1
 };
 
 // What the init enters when akabox releases it, before it starts the command.
 struct SandboxEntry {
-  UniqueFd netns;                     // the sandbox's network namespace (--net none), else none
+  UniqueFd mountTemplate;             // the kept mount template to copy (--mount-template)
+  UniqueFd netns;                     // the sandbox's network namespace (--net none, no template)
   std::vector<UniqueFd> cgroupJoin;   // v1: the cgroup's `tasks` files, opened for writing
 };
 
@@ -67,11 +67,13 @@ class SandboxInit {
   SandboxInit(const SandboxInit&) = delete;
   SandboxInit& operator=(const SandboxInit&) = delete;
 
-  // clone3 into new mount, pid, ipc and uts namespaces. The init starts building its mount
-  // namespace at once and then waits for release().
+  // clone3 into new pid, ipc and uts namespaces, and a new mount namespace unless the spec
+  // copies a mount template. The init starts building its mount namespace (or, with a
+  // template, making its network namespace) at once and then waits for release().
   static Result<std::unique_ptr<SandboxInit>> start(const SpawnRequest& req);
 
-  // Hands the init its network namespace and cgroup; from here on it starts the command.
+  // Hands the init its mount template or network namespace, and its cgroup; from here on it
+  // finishes its set-up and starts the command.
   // An init that failed meanwhile is not an error here: supervise() reports its message.
   Status release(SandboxEntry entry);
 
