@@ -57,27 +57,29 @@ Status checkParentAlive(int lifelineFd) {
   return {};
 }
 
-// What akabox prepared while the init started (the descriptors of an EntryMessage).
+// What akabox prepared while the init started (an EntryMessage's descriptors and filter).
 struct Entry {
   UniqueFd mountTemplate, netns;
   std::vector<UniqueFd> cgroupJoin;
+  std::unique_ptr<SeccompPolicy> policy;  // null: no filter
 };
 
 // Waits for akabox to release the init and takes what it hands over.
 Result<Entry> receiveEntry(int channelFd) {
   EntryMessage m;
-  iovec iov{&m, sizeof(m)};
+  std::string policy(kMaxFilterBytes, '\0');
+  iovec iov[2] = {{&m, sizeof(m)}, {policy.data(), policy.size()}};
   char control[CMSG_SPACE(sizeof(int) * kMaxEntryFds)] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t got;
   do got = ::recvmsg(channelFd, &msg, MSG_CMSG_CLOEXEC);
   while (got < 0 && errno == EINTR);
   if (got < 0) return errnoError("recvmsg(waiting for akabox)");
-  if (got != sizeof(m)) return Error{"akabox went away before releasing the sandbox"};
+  if (got < static_cast<ssize_t>(sizeof(m))) return Error{"akabox went away before releasing the sandbox"};
   std::vector<int> fds;
   for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
@@ -98,6 +100,13 @@ Result<Entry> receiveEntry(int channelFd) {
   if (fds.size() != expected || (msg.msg_flags & MSG_CTRUNC))
     return Error{"the release message from akabox carries " + std::to_string(fds.size()) + " descriptors, not " +
                  std::to_string(expected)};
+  if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(got) - sizeof(m) != m.policyBytes)
+    return Error{"the release message from akabox does not carry the " + std::to_string(m.policyBytes) + " bytes of its seccomp filter"};
+  if (m.policyBytes) {
+    policy.resize(m.policyBytes);
+    e.policy = SeccompPolicy::deserialize(policy, "from akabox");
+    if (!e.policy) return Error{"the seccomp filter from akabox is malformed"};
+  }
   return e;
 }
 
@@ -207,7 +216,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
 // capability-less, seccomp-filtered process. The order matters: the user namespace needs the
 // uid change first, capabilities can only be dropped while we still hold CAP_SETPCAP there,
 // and seccomp comes last so set-up itself is never filtered.
-[[noreturn]] void runCommand(const ContainContext& c) {
+[[noreturn]] void runCommand(const ContainContext& c, const SeccompPolicy* policy) {
   const SandboxSpec& s = *c.spec;
   must(c, sysOk(::setsid() < 0 ? -1 : 0, "setsid"), "new session");
   (void)writeOwnFile("/proc/self/oom_score_adj", "0");  // undo the init's shield, if it had one
@@ -229,9 +238,9 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  if (c.policy) {
+  if (policy) {
     int listener = -1;
-    if (int err = c.policy->install(&listener); err != 0) must(c, errnoError("seccomp_load", err), "seccomp");
+    if (int err = policy->install(&listener); err != 0) must(c, errnoError("seccomp_load", err), "seccomp");
     if (listener >= 0) must(c, sendListener(c.channelFd, listener), "seccomp listener");
   }
   execCommand(c, argv.data(), envp.data());
@@ -276,7 +285,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
   if (c.spread) (void)::sched_setaffinity(0, sizeof(c.cpus), &c.cpus);
-  if (s.commandIsPid1) runCommand(c);
+  if (s.commandIsPid1) runCommand(c, entry.policy.get());
 
   // vfork: the command borrows the init's memory until it execs, instead of copying the page
   // tables and faulting every page in again (fork cost about a quarter of a millisecond
@@ -286,7 +295,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // FS or SIGHAND); its heap allocations stay behind in the init's memory, which only reaps.
   pid_t cmd = ::vfork();
   if (cmd < 0) must(c, errnoError("vfork"), "starting the command");
-  if (cmd == 0) runCommand(c);
+  if (cmd == 0) runCommand(c, entry.policy.get());
 
   for (int fd : {c.stdinFd, c.stdoutFd, c.stderrFd, c.channelFd})
     if (fd >= 0) ::close(fd);

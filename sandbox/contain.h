@@ -28,18 +28,21 @@ struct ReportMessage {
 // The message that releases the init (subproc.h's SandboxInit::release), sent over the
 // channel with the descriptors attached in this order: the mount template if
 // hasMountTemplate, the network namespace if hasNetns, then cgroupJoinCount cgroup `tasks`
-// files.
+// files. policyBytes bytes follow the struct: the seccomp filter the command installs
+// (SeccompPolicy::serialize), or none.
 struct EntryMessage {
   uint8_t hasMountTemplate = 0;
   uint8_t hasNetns = 0;
   uint8_t cgroupJoinCount = 0;
+  uint32_t policyBytes = 0;
 };
 constexpr size_t kMaxEntryFds = 8;
+// A serialized filter: a header line and at most BPF_MAXINSNS instructions.
+constexpr size_t kMaxFilterBytes = 128 + BPF_MAXINSNS * sizeof(sock_filter);
 
 // What the cloned init needs; every fd here is inherited from akabox and close-on-exec.
 struct ContainContext {
   const SandboxSpec* spec = nullptr;
-  SeccompPolicy* policy = nullptr;  // null: no filter
   uid_t outsideUid = 0;
   gid_t outsideGid = 0;
   std::vector<DevicePassthrough> devices;

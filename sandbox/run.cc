@@ -39,10 +39,11 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 
 // What akabox prepares after clone3, while the init makes its network namespace (with a
 // mount template) or builds its mount namespace (without): 2 cores, in parallel. That is the
-// mount template's descriptor, the network namespace (without a template), and the cgroup with
-// its limits (v1: from detection on; v2: the directory had to exist before clone3).
+// mount template's descriptor, the network namespace (without a template), the cgroup with
+// its limits (v1: from detection on; v2: the directory had to exist before clone3) and the
+// seccomp policy.
 Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, std::optional<CgroupVersion>& version, const CgroupLimits& limits,
-                                  std::unique_ptr<SandboxCgroup>& cgroup) {
+                                  std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy) {
   SandboxEntry entry;
   if (spec.mountTemplate) {
     auto t = openMountTemplate(spec);
@@ -66,6 +67,10 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, std::optional<CgroupV
     cgroup = std::move(*made);
   }
   if (auto st = cgroup->applyLimits(limits); !st) return Error{what + st.error().message};
+  auto loaded = loadSeccompPolicy(spec.seccomp);
+  if (!loaded) return loaded.error();
+  policy = std::move(*loaded);
+  entry.policy = policy.get();
   for (const auto& f : cgroup->selfJoinFiles()) {
     UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd.valid()) return Error{what + errnoError("cannot open '" + f + "'").message};
@@ -85,8 +90,6 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
 
   auto ids = outsideIds(spec);
   if (!ids) return setupFailure(ids.error().message);
-  auto policy = loadSeccompPolicy(spec.seccomp);
-  if (!policy) return setupFailure(policy.error().message);
 
   CgroupLimits limits;
   limits.memoryBytes = spec.memoryBytes;
@@ -136,9 +139,9 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
     cgroup = std::move(*made);
   }
 
+  std::unique_ptr<SeccompPolicy> policy;  // loaded while the init starts; outlives it
   SpawnRequest req;
   req.spec = &spec;
-  req.policy = policy->get();
   req.output = &output;
   req.outsideUid = ids->first;
   req.outsideGid = ids->second;
@@ -151,7 +154,7 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (!init) return failedAfterStart(init.error().message);
 
   // The init is making its namespaces now; prepare what it enters next.
-  auto entry = prepareEntry(spec, version, limits, cgroup);
+  auto entry = prepareEntry(spec, version, limits, cgroup, policy);
   if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
   auto ex = (*init)->supervise(*cgroup);
@@ -159,7 +162,7 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
 
   SandboxResult r;
   r.cgroupBackend = cgroupVersionName(*version);
-  r.seccompViolationsReported = req.policy && req.policy->reportsViolations();
+  r.seccompViolationsReported = policy && policy->reportsViolations();
   r.stdoutBytes = output.stdoutBytes();
   r.stderrBytes = output.stderrBytes();
   r.truncated = output.truncated();
@@ -188,7 +191,7 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   r.peakMemoryBytes = usage.peakMemoryBytes.value_or(static_cast<uint64_t>(ex->usage.ru_maxrss) * 1024);
   r.pidsPeak = usage.pidsPeak;
   for (const auto& n : ex->violations.names()) r.seccompViolations.push_back(n);
-  if (ex->commandSignaled && ex->signal == SIGSYS && req.policy)
+  if (ex->commandSignaled && ex->signal == SIGSYS && policy)
     r.seccompViolations.push_back("SIGSYS (killed by a seccomp kill/trap action; syscall unknown)");
   if (ex->setupError) {
     r.message = *ex->setupError;

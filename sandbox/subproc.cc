@@ -127,7 +127,6 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   if (pid == 0) {
     ContainContext c;
     c.spec = req.spec;
-    c.policy = req.policy;
     c.outsideUid = req.outsideUid;
     c.outsideGid = req.outsideGid;
     c.devices = req.devices;
@@ -182,11 +181,15 @@ Status SandboxInit::release(SandboxEntry entry) {
   for (const auto& fd : entry.cgroupJoin) fds.push_back(fd.get());
   m.cgroupJoinCount = static_cast<uint8_t>(entry.cgroupJoin.size());
   if (fds.size() > kMaxEntryFds) return Error{"too many descriptors for the sandbox's init"};
-  iovec iov{&m, sizeof(m)};
+  policy_ = entry.policy;
+  std::string filter = policy_ ? policy_->serialize() : std::string();
+  if (filter.size() > kMaxFilterBytes) return Error{"the seccomp filter is too large to hand to the sandbox's init"};
+  m.policyBytes = static_cast<uint32_t>(filter.size());
+  iovec iov[2] = {{&m, sizeof(m)}, {filter.data(), filter.size()}};
   char control[CMSG_SPACE(sizeof(int) * kMaxEntryFds)] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
   if (!fds.empty()) {
     msg.msg_control = control;
     msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
@@ -289,8 +292,8 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
       channel_.reset();  // one listener per sandbox
     }
     if (iLis >= 0 && pfds[iLis].revents) {
-      if ((pfds[iLis].revents & POLLIN) && req_.policy) {
-        if (!ex.violations.handle(listener.get(), *req_.policy)) listener.reset();
+      if ((pfds[iLis].revents & POLLIN) && policy_) {
+        if (!ex.violations.handle(listener.get(), *policy_)) listener.reset();
       } else if (pfds[iLis].revents & (POLLHUP | POLLERR | POLLNVAL)) {
         listener.reset();
       }

@@ -26,7 +26,6 @@ namespace akad::box {
 
 struct SpawnRequest {
   const SandboxSpec* spec = nullptr;
-  SeccompPolicy* policy = nullptr;
   OutputCapture* output = nullptr;
   uid_t outsideUid = 0;
   gid_t outsideGid = 0;
@@ -37,6 +36,7 @@ struct SpawnRequest {
 
 // What the init enters when akabox releases it, before it starts the command.
 struct SandboxEntry {
+  const SeccompPolicy* policy = nullptr;  // the command's filter (sent as bytes), or none
   UniqueFd mountTemplate;             // the kept mount template to copy (--mount-template)
   UniqueFd netns;                     // the sandbox's network namespace (--net none, no template)
   std::vector<UniqueFd> cgroupJoin;   // v1: the cgroup's `tasks` files, opened for writing
@@ -72,8 +72,9 @@ class SandboxInit {
   // template, making its network namespace) at once and then waits for release().
   static Result<std::unique_ptr<SandboxInit>> start(const SpawnRequest& req);
 
-  // Hands the init its mount template or network namespace, and its cgroup; from here on it
-  // finishes its set-up and starts the command.
+  // Hands the init its mount template or network namespace, its cgroup and the command's
+  // seccomp filter; from here on it finishes its set-up and starts the command. The policy
+  // must outlive supervise().
   // An init that failed meanwhile is not an error here: supervise() reports its message.
   Status release(SandboxEntry entry);
 
@@ -86,6 +87,7 @@ class SandboxInit {
   void killAndReap();
 
   SpawnRequest req_;
+  const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
   pid_t pid_ = -1;
   bool reaped_ = false;
   double t0_ = 0;
