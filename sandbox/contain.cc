@@ -67,8 +67,8 @@ struct Entry {
 // Waits for akabox to release the init and takes what it hands over.
 Result<Entry> receiveEntry(int channelFd) {
   EntryMessage m;
-  std::string policy(kMaxFilterBytes, '\0');
-  iovec iov[2] = {{&m, sizeof(m)}, {policy.data(), policy.size()}};
+  std::unique_ptr<char[]> filter(new char[kMaxFilterBytes]);  // not zero-filled: only what arrives is read
+  iovec iov[2] = {{&m, sizeof(m)}, {filter.get(), kMaxFilterBytes}};
   char control[CMSG_SPACE(sizeof(int) * kMaxEntryFds)] = {};
   msghdr msg{};
   msg.msg_iov = iov;
@@ -103,8 +103,7 @@ Result<Entry> receiveEntry(int channelFd) {
   if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(got) - sizeof(m) != m.policyBytes)
     return Error{"the release message from akabox does not carry the " + std::to_string(m.policyBytes) + " bytes of its seccomp filter"};
   if (m.policyBytes) {
-    policy.resize(m.policyBytes);
-    e.policy = SeccompPolicy::deserialize(policy, "from akabox");
+    e.policy = SeccompPolicy::deserialize(std::string_view(filter.get(), m.policyBytes), "from akabox");
     if (!e.policy) return Error{"the seccomp filter from akabox is malformed"};
   }
   return e;
@@ -218,6 +217,8 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
 // and seccomp comes last so set-up itself is never filtered.
 [[noreturn]] void runCommand(const ContainContext& c, const SeccompPolicy* policy) {
   const SandboxSpec& s = *c.spec;
+  // Started on the init's CPU (no wake-up of another one); the command itself may use all.
+  if (c.cpuPinned) (void)::sched_setaffinity(0, sizeof(c.cpus), &c.cpus);
   must(c, sysOk(::setsid() < 0 ? -1 : 0, "setsid"), "new session");
   (void)writeOwnFile("/proc/self/oom_score_adj", "0");  // undo the init's shield, if it had one
   must(c, wireStdio(c), "stdio");
@@ -253,7 +254,6 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // If akabox dies, so does the init, and with it every process of the pid namespace.
   must(c, sysOk(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)"), "parent-death signal");
   must(c, checkParentAlive(c.lifelineFd), "start");
-  if (c.spread) (void)::sched_setaffinity(0, sizeof(c.spreadTo), &c.spreadTo);
   // The sandbox's directories and files get exactly the modes set-up asks for, whatever
   // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
   ::umask(0);
@@ -284,7 +284,6 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   must(c, enterPrepared(entry), "entering the sandbox's cgroup and network namespace");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
-  if (c.spread) (void)::sched_setaffinity(0, sizeof(c.cpus), &c.cpus);
   if (s.commandIsPid1) runCommand(c, entry.policy.get());
 
   // vfork: the command borrows the init's memory until it execs, instead of copying the page

@@ -54,10 +54,10 @@ struct ContainContext {
   int stdinFd = -1;     // host file for stdin, or -1 for /dev/null
   int stdoutFd = -1;    // write ends of the capture pipes
   int stderrFd = -1;
-  // Set when akabox pinned itself (and so the init) to its CPU for clone3: the init moves to
-  // `spreadTo` as its first step and takes `cpus` back before it starts the command.
-  bool spread = false;
-  cpu_set_t spreadTo{}, cpus{};
+  // Set when akabox pinned itself, and so the init, to one CPU for clone3 (subproc.h says
+  // why): the init stays there, and the command takes `cpus` back before it execs.
+  bool cpuPinned = false;
+  cpu_set_t cpus{};
 };
 
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.

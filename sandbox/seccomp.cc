@@ -101,14 +101,16 @@ std::string SeccompPolicy::serialize() const {
   return out;
 }
 
-std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(const std::string& bytes, const std::string& source) {
+// Read by the sandbox's init on every spawn, so sscanf rather than a stream.
+std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(std::string_view bytes, const std::string& source) {
   auto nl = bytes.find('\n');
-  if (nl == std::string::npos) return nullptr;
-  std::istringstream head(bytes.substr(0, nl));
-  std::string magic;
-  int notify = 0, err = 0;
+  if (nl == std::string_view::npos || nl > 64) return nullptr;
+  const std::string head(bytes.substr(0, nl));
+  int notify = 0, err = 0, used = 0;
   size_t count = 0;
-  if (!(head >> magic >> notify >> err >> count) || magic != "akabox-seccomp-1") return nullptr;
+  if (std::sscanf(head.c_str(), "akabox-seccomp-1 %d %d %zu%n", &notify, &err, &count, &used) != 3 ||
+      static_cast<size_t>(used) != head.size())
+    return nullptr;
   if (count == 0 || count > BPF_MAXINSNS || bytes.size() - nl - 1 != count * sizeof(sock_filter)) return nullptr;
   std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
   p->notify_ = notify != 0;
@@ -305,7 +307,7 @@ Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& name
   if (::geteuid() == 0 && trustedCacheDir(dir, false)) {
     std::string bytes = readSmall(dir + "/" + key, 8 << 20);
     if (bytes.size() > identity.size() + 1 && bytes.compare(0, identity.size(), identity) == 0 && bytes[identity.size()] == '\0')
-      if (auto cached = SeccompPolicy::deserialize(bytes.substr(identity.size() + 1), source)) return cached;
+      if (auto cached = SeccompPolicy::deserialize(std::string_view(bytes).substr(identity.size() + 1), source)) return cached;
   }
   json parsed;
   try {

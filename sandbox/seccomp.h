@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -47,7 +48,7 @@ class SeccompPolicy {
 
   // Cache file form: a header line and the raw program.
   std::string serialize() const;
-  static std::unique_ptr<SeccompPolicy> deserialize(const std::string& bytes, const std::string& source);
+  static std::unique_ptr<SeccompPolicy> deserialize(std::string_view bytes, const std::string& source);
 
  private:
   SeccompPolicy() = default;

@@ -93,22 +93,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   ::sigprocmask(SIG_BLOCK, &cancel, &self->oldMask_);
   self->cancelSignals_ = std::move(sigFd);
 
-  // A new task starts on its parent's CPU and, under a scheduler that packs tasks onto few
-  // CPUs (the development VM's does), preempts it there: akabox's and the init's set-up,
-  // meant to run side by side, would run one after the other. So akabox pins itself to its
-  // CPU for clone3, the init moves to the other CPUs as its first step (contain.cc), and
-  // both take the original CPU set back (the init before it starts the command). Best
-  // effort: with one allowed CPU, or if a call fails, nothing changes.
-  cpu_set_t cpus{};
-  bool spread = false;
-  int here = ::sched_getcpu();
-  if (here >= 0 && here < CPU_SETSIZE && ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2 &&
-      CPU_ISSET(here, &cpus)) {
-    cpu_set_t pinned;
-    CPU_ZERO(&pinned);
-    CPU_SET(here, &pinned);
-    spread = ::sched_setaffinity(0, sizeof(pinned), &pinned) == 0;
-  }
+  self->pinToCurrentCpu();
 
   self->t0_ = nowS();
   int pidfd = -1;
@@ -122,8 +107,11 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
   int cloneErr = errno;
-  if (spread && pid != 0) (void)::sched_setaffinity(0, sizeof(cpus), &cpus);
-  if (pid < 0) return errnoError("clone3(new mount, pid, ipc, uts namespaces)", cloneErr);
+  if (pid > 0) self->stepAside();
+  if (pid < 0) {
+    self->unpin();
+    return errnoError("clone3(new mount, pid, ipc, uts namespaces)", cloneErr);
+  }
   if (pid == 0) {
     ContainContext c;
     c.spec = req.spec;
@@ -136,10 +124,8 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.stdinFd = req.stdinFd;
     c.stdoutFd = out->write.get();
     c.stderrFd = err->write.get();
-    c.spread = spread;
-    c.cpus = cpus;
-    c.spreadTo = cpus;
-    CPU_CLR(here, &c.spreadTo);
+    c.cpuPinned = self->pinnedCpu_ >= 0;
+    c.cpus = self->cpus_;
     runSandboxInit(c);
   }
   self->pid_ = static_cast<pid_t>(pid);
@@ -153,7 +139,41 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   return self;
 }
 
+void SandboxInit::pinToCurrentCpu() {
+  int here = ::sched_getcpu();
+  if (here < 0 || here >= CPU_SETSIZE || ::sched_getaffinity(0, sizeof(cpus_), &cpus_) != 0 || CPU_COUNT(&cpus_) < 2 ||
+      !CPU_ISSET(here, &cpus_))
+    return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(here, &one);
+  if (::sched_setaffinity(0, sizeof(one), &one) == 0) pinnedCpu_ = here;
+}
+
+void SandboxInit::stepAside() {
+  if (pinnedCpu_ < 0) return;
+  cpu_set_t others = cpus_;
+  CPU_CLR(pinnedCpu_, &others);
+  (void)::sched_setaffinity(0, sizeof(others), &others);
+}
+
+void SandboxInit::rejoin() {
+  if (pinnedCpu_ < 0) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(pinnedCpu_, &one);
+  (void)::sched_setaffinity(0, sizeof(one), &one);
+  unpin();
+}
+
+void SandboxInit::unpin() {
+  if (pinnedCpu_ < 0) return;
+  (void)::sched_setaffinity(0, sizeof(cpus_), &cpus_);
+  pinnedCpu_ = -1;
+}
+
 SandboxInit::~SandboxInit() {
+  unpin();
   killAndReap();
   ::sigprocmask(SIG_SETMASK, &oldMask_, nullptr);
 }
@@ -203,6 +223,7 @@ Status SandboxInit::release(SandboxEntry entry) {
   // akabox's error.
   if (::sendmsg(channel_.get(), &msg, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
     return errnoError("sendmsg(releasing the sandbox's init)");
+  rejoin();
   return {};
 }
 

@@ -5,6 +5,7 @@
 // copies output, answers seccomp notifications, enforces the wall-clock, CPU-time and output
 // limits and reaps the init.
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -85,6 +86,22 @@ class SandboxInit {
  private:
   SandboxInit() = default;
   void killAndReap();
+  // Where the processes run. A new task starts on its parent's CPU and, under a scheduler
+  // that packs tasks onto few CPUs (the development VM's does), preempts it there, so the
+  // two halves of set-up meant to run side by side would run one after the other; and a
+  // wake-up across CPUs costs an idle virtual CPU's wake-up (tens of microseconds there,
+  // paid at every hand-over of the serial part: command start, command exit, init exit).
+  // So akabox pins itself to its CPU for clone3 (the init inherits that), moves to the other
+  // CPUs for the parallel part (stepAside), and comes back once it released the init
+  // (rejoin), with its own CPU set restored; the init stays there and starts the command
+  // there, which takes the original CPU set back before it execs (contain.cc). Best effort:
+  // with one allowed CPU, or if a call fails, nothing changes.
+  void pinToCurrentCpu();
+  void stepAside();
+  void rejoin();
+  void unpin();
+  cpu_set_t cpus_{};     // akabox's CPU set before pinning
+  int pinnedCpu_ = -1;   // the CPU akabox pinned itself (and so the init) to, or -1
 
   SpawnRequest req_;
   const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
