@@ -1,6 +1,7 @@
 // Each test runs a probe in the real akabox and asserts that the guarantee held and that the
 // result says what happened; the fixture asserts nothing of the sandbox is left afterwards.
 
+#include <sched.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -48,6 +49,27 @@ TEST_F(BoxTest, ExitCodeIdentityAndEnvironment) {
   EXPECT_EQ(e.exitStatus, 7);
   EXPECT_EQ(e.result["status"], "exited");
   EXPECT_EQ(e.result["exit_code"], 7);
+}
+
+// akabox pins itself, and so the init, to one CPU while it starts the sandbox (subproc.h
+// says why); the command must still get akabox's whole CPU set, not that one CPU.
+TEST_F(BoxTest, CommandKeepsTheCallersCpuSet) {
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(mine), &mine), 0);
+  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "one CPU: nothing is pinned";
+  for (int i = 0; i < 5; ++i) {  // the CPU akabox starts on varies from run to run
+    BoxRun r = run({}, {"/bin/grep", "^Cpus_allowed_list", "/proc/self/status"});
+    ASSERT_EQ(r.exitStatus, 0) << r.err;
+    std::string expected;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &mine)) continue;
+      int last = c;
+      while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &mine)) ++last;
+      expected += (expected.empty() ? "" : ",") + std::to_string(c) + (last > c ? "-" + std::to_string(last) : "");
+      c = last;
+    }
+    EXPECT_EQ(r.out, "Cpus_allowed_list:\t" + expected + "\n");
+  }
 }
 
 TEST_F(BoxTest, SignalledCommandGives128PlusSignal) {
