@@ -95,10 +95,8 @@ std::vector<pid_t> readPids(const std::string& procsFile) {
   return out;
 }
 
-std::optional<uint64_t> readKeyValue(const std::string& path, const std::string& key) {
-  auto text = readFile(path);
-  if (!text) return std::nullopt;
-  std::istringstream in(*text);
+std::optional<uint64_t> parseKeyValue(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
   std::string k;
   uint64_t v;
   while (in >> k >> v)
@@ -106,14 +104,43 @@ std::optional<uint64_t> readKeyValue(const std::string& path, const std::string&
   return std::nullopt;
 }
 
-std::optional<uint64_t> readNumber(const std::string& path) {
-  auto text = readFile(path);
-  if (!text) return std::nullopt;
+std::optional<uint64_t> parseNumber(const std::string& text) {
   try {
-    return std::stoull(*text);
+    return std::stoull(text);
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+std::optional<uint64_t> readKeyValue(const std::string& path, const std::string& key) {
+  auto text = readFile(path);
+  if (!text) return std::nullopt;
+  return parseKeyValue(*text, key);
+}
+
+std::optional<uint64_t> readNumber(const std::string& path) {
+  auto text = readFile(path);
+  if (!text) return std::nullopt;
+  return parseNumber(*text);
+}
+
+void OpenedFiles::open(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.valid()) fds_[path] = std::move(fd);
+}
+
+std::optional<std::string> OpenedFiles::read(const std::string& path) {
+  auto it = fds_.find(path);
+  if (it == fds_.end()) {
+    auto text = readFile(path);
+    return text ? std::optional<std::string>(*text) : std::nullopt;
+  }
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::pread(it->second.get(), buf, sizeof(buf), static_cast<off_t>(out.size()))) > 0) out.append(buf, static_cast<size_t>(n));
+  if (n < 0) return std::nullopt;
+  return out;
 }
 
 namespace {

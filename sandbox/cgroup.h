@@ -8,10 +8,12 @@
 #include <memory>
 #include <optional>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "sandbox/devices.h"
 #include "sandbox/spec.h"
 
@@ -61,6 +63,9 @@ class SandboxCgroup {
   virtual Status addProcess(pid_t pid) = 0;
   // CPU time used so far by every process in it, if the back-end can tell.
   virtual std::optional<uint64_t> cpuUsageNs() = 0;
+  // Opens the files usage() reads, so that at the end of the run only the reads are left.
+  // Best effort: a file that cannot be opened now is opened by usage().
+  virtual void prepareUsage() = 0;
   virtual CgroupUsage usage() = 0;
   // Kills every process in it and waits until it is empty.
   virtual Status killAll() = 0;
@@ -117,6 +122,20 @@ Status makeDirs(const std::string& base, const std::string& rel);
 std::vector<pid_t> readPids(const std::string& procsFile);
 std::optional<uint64_t> readKeyValue(const std::string& path, const std::string& key);
 std::optional<uint64_t> readNumber(const std::string& path);
+// The same on a file's text.
+std::optional<uint64_t> parseKeyValue(const std::string& text, const std::string& key);
+std::optional<uint64_t> parseNumber(const std::string& text);
+// Control files opened ahead of their one read. A cgroup file's text is made when it is
+// read, so opening early does not make the value older.
+class OpenedFiles {
+ public:
+  void open(const std::string& path);
+  // The file's text, read through the descriptor opened earlier, else opened now.
+  std::optional<std::string> read(const std::string& path);
+
+ private:
+  std::map<std::string, UniqueFd> fds_;
+};
 // Child directories of `dir` (names), depth-first post-order (deepest first), relative to dir.
 std::vector<std::string> childDirsDeepestFirst(const std::string& dir);
 // Every cgroup below `dir`, deepest first, goes through `removeOne` (kill its processes, then

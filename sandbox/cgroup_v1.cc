@@ -155,19 +155,37 @@ class CgroupV1 final : public SandboxCgroup {
     return readNumber(cpuacct_ + "/cpuacct.usage");
   }
 
+  std::vector<std::string> usageFiles() const {
+    std::vector<std::string> f = {memory_ + "/memory.max_usage_in_bytes", memory_ + "/memory.oom_control", pids_ + "/pids.peak"};
+    if (!cpuacct_.empty()) f.insert(f.end(), {cpuacct_ + "/cpuacct.usage", cpuacct_ + "/cpuacct.stat"});
+    return f;
+  }
+
+  void prepareUsage() override {
+    for (const auto& f : usageFiles()) usageFiles_.open(f);
+  }
+
   CgroupUsage usage() override {
+    const auto f = usageFiles();
+    auto number = [&](size_t i) -> std::optional<uint64_t> {
+      auto t = usageFiles_.read(f[i]);
+      return t ? parseNumber(*t) : std::nullopt;
+    };
     CgroupUsage u;
-    u.peakMemoryBytes = readNumber(memory_ + "/memory.max_usage_in_bytes");
-    u.oomKills = readKeyValue(memory_ + "/memory.oom_control", "oom_kill").value_or(0);
-    u.pidsPeak = readNumber(pids_ + "/pids.peak");
+    u.peakMemoryBytes = number(0);
+    auto oom = usageFiles_.read(f[1]);
+    u.oomKills = oom ? parseKeyValue(*oom, "oom_kill").value_or(0) : 0;
+    u.pidsPeak = number(2);
     if (!cpuacct_.empty()) {
-      u.cpuNs = readNumber(cpuacct_ + "/cpuacct.usage");
+      u.cpuNs = number(3);
       // cpuacct.stat counts USER_HZ ticks; the split is coarse, the total above is exact.
       static const uint64_t tickNs = 1000000000ull / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
-      auto user = readKeyValue(cpuacct_ + "/cpuacct.stat", "user");
-      auto sys = readKeyValue(cpuacct_ + "/cpuacct.stat", "system");
-      if (user) u.userNs = *user * tickNs;
-      if (sys) u.sysNs = *sys * tickNs;
+      if (auto stat = usageFiles_.read(f[4])) {
+        auto user = parseKeyValue(*stat, "user");
+        auto sys = parseKeyValue(*stat, "system");
+        if (user) u.userNs = *user * tickNs;
+        if (sys) u.sysNs = *sys * tickNs;
+      }
     }
     return u;
   }
@@ -192,6 +210,7 @@ class CgroupV1 final : public SandboxCgroup {
  private:
   std::vector<std::string> dirs_;
   std::string memory_, pids_, devices_, cpuacct_, cpuset_;
+  OpenedFiles usageFiles_;
   bool removed_ = false;
 };
 

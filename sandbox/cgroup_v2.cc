@@ -153,13 +153,21 @@ class CgroupV2 final : public SandboxCgroup {
     return *usec * 1000;
   }
 
+  void prepareUsage() override {
+    for (const char* f : {"/memory.peak", "/memory.events", "/pids.peak", "/cpu.stat"}) usageFiles_.open(dir_ + f);
+  }
+
   CgroupUsage usage() override {
     CgroupUsage u;
-    u.peakMemoryBytes = readNumber(dir_ + "/memory.peak");
-    u.oomKills = readKeyValue(dir_ + "/memory.events", "oom_kill").value_or(0);
-    u.pidsPeak = readNumber(dir_ + "/pids.peak");
+    auto peak = usageFiles_.read(dir_ + "/memory.peak");
+    u.peakMemoryBytes = peak ? parseNumber(*peak) : std::nullopt;
+    auto events = usageFiles_.read(dir_ + "/memory.events");
+    u.oomKills = events ? parseKeyValue(*events, "oom_kill").value_or(0) : 0;
+    auto pids = usageFiles_.read(dir_ + "/pids.peak");
+    u.pidsPeak = pids ? parseNumber(*pids) : std::nullopt;
+    auto stat = usageFiles_.read(dir_ + "/cpu.stat");
     auto usec = [&](const char* key) -> std::optional<uint64_t> {
-      auto v = readKeyValue(dir_ + "/cpu.stat", key);
+      auto v = stat ? parseKeyValue(*stat, key) : std::nullopt;
       if (!v) return std::nullopt;
       return *v * 1000;
     };
@@ -185,6 +193,7 @@ class CgroupV2 final : public SandboxCgroup {
 
  private:
   std::string dir_;
+  OpenedFiles usageFiles_;
   UniqueFd dirFd_;
   bool created_ = false;
 };

@@ -278,9 +278,6 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
     must(c, buildMountNamespace(s, c.devices), "mount namespace");
     entry = receive();
   }
-  // The init is tiny, so the OOM killer already prefers the command; shielding it needs
-  // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort.
-  (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");
   must(c, enterPrepared(entry), "entering the sandbox's cgroup and network namespace");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");

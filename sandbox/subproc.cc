@@ -157,7 +157,7 @@ void SandboxInit::stepAside() {
   (void)::sched_setaffinity(0, sizeof(others), &others);
 }
 
-void SandboxInit::rejoin() {
+void SandboxInit::rejoinInitCpu() {
   if (pinnedCpu_ < 0) return;
   cpu_set_t one;
   CPU_ZERO(&one);
@@ -223,7 +223,11 @@ Status SandboxInit::release(SandboxEntry entry) {
   // akabox's error.
   if (::sendmsg(channel_.get(), &msg, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
     return errnoError("sendmsg(releasing the sandbox's init)");
-  rejoin();
+  // The init is tiny, so the OOM killer already prefers the command; shielding it needs
+  // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort. Done
+  // from here, beside the init; the command sets its own back to 0 (contain.cc).
+  UniqueFd adj(::open(("/proc/" + std::to_string(pid_) + "/oom_score_adj").c_str(), O_WRONLY | O_CLOEXEC));
+  if (adj.valid()) (void)!::write(adj.get(), "-1000", 5);
   return {};
 }
 
