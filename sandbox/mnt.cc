@@ -181,7 +181,16 @@ Status mountPreparedRoot(const std::string& root) {
   return result;
 }
 
-Status mountDev(const std::vector<DevicePassthrough>& devices, const HostBinder& bind) {
+Status mountTmpfs(const std::string& dst, uint64_t size) {
+  if (auto st = makeDirs(dst); !st) return st;
+  std::string data = "mode=1777";
+  if (size) data += ",size=" + std::to_string(size);
+  return sysMount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, data.c_str());
+}
+
+}  // namespace
+
+Status makeStaticDev(const std::vector<DevicePassthrough>& devices) {
   if (auto st = makeDirs("/dev"); !st) return st;
   if (auto st = sysMount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=512k"); !st) return st;
   struct Node {
@@ -195,8 +204,6 @@ Status mountDev(const std::vector<DevicePassthrough>& devices, const HostBinder&
     if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0) return errnoError("mknod(" + p + ")");
   }
   if (::mkdir("/dev/pts", 0755) != 0 || ::mkdir("/dev/shm", 01777) != 0) return errnoError("mkdir /dev/pts, /dev/shm");
-  if (auto st = sysMount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !st) return st;
-  if (auto st = sysMount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"); !st) return st;
   struct Link {
     const char* target;
     const char* path;
@@ -205,18 +212,9 @@ Status mountDev(const std::vector<DevicePassthrough>& devices, const HostBinder&
                         Link{"/proc/self/fd/1", "/dev/stdout"}, Link{"/proc/self/fd/2", "/dev/stderr"}})
     if (::symlink(l.target, l.path) != 0) return errnoError(std::string("symlink(") + l.path + ")");
   for (const auto& d : devices)
-    if (auto st = bind(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
+    if (auto st = makeMountPoint(d.sandboxPath, false); !st) return st;
   return {};
 }
-
-Status mountTmpfs(const std::string& dst, uint64_t size) {
-  if (auto st = makeDirs(dst); !st) return st;
-  std::string data = "mode=1777";
-  if (size) data += ",size=" + std::to_string(size);
-  return sysMount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, data.c_str());
-}
-
-}  // namespace
 
 Status pivotToStaticRoot(const SandboxSpec& spec) {
   // Nothing we mount may propagate back to the host, and nothing the host mounts later
@@ -257,8 +255,14 @@ std::vector<std::string> perSandboxBindSources(const SandboxSpec& spec, const st
   return out;
 }
 
-Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind) {
-  if (auto st = mountDev(devices, bind); !st) return st;
+Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind,
+                       bool staticDevMade) {
+  if (!staticDevMade)
+    if (auto st = makeStaticDev(devices); !st) return st;
+  if (auto st = sysMount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !st) return st;
+  if (auto st = sysMount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"); !st) return st;
+  for (const auto& d : devices)
+    if (auto st = bind(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
   if (auto st = makeDirs("/proc"); !st) return st;
   // A fresh proc for the new pid namespace: the sandbox sees its own processes only.
   if (auto st = sysMount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !st) return st;
@@ -274,7 +278,7 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
 
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
   if (auto st = pivotToStaticRoot(spec); !st) return st;
-  if (auto st = mountPerSandbox(spec, devices, bindMount); !st) return st;
+  if (auto st = mountPerSandbox(spec, devices, bindMount, false); !st) return st;
   if (auto st = detachOldRoot(); !st) return st;
   return sysMount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
 }

@@ -24,9 +24,16 @@ using HostBinder = std::function<Status(const std::string& hostSrc, const std::s
 // the prepared root) and /etc's essentials; the host's tree stays reachable until detachOldRoot.
 Status pivotToStaticRoot(const SandboxSpec& spec);
 Status detachOldRoot();
-// What every sandbox gets fresh, in this order: /dev (with the devices), /proc, /tmp, the
-// spec's tmpfs mounts, the workspace, the spec's binds.
-Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind);
+// /dev's tmpfs with the standard nodes (null, zero, full, random, urandom, tty), the
+// symlinks (ptmx, fd, stdin, stdout, stderr), the pts and shm directories and a mount point
+// for each passed-through device. A mount template holds it read-only, shared by its copies:
+// it has nothing a sandbox writes to (/dev/shm and /dev/pts are mounted per sandbox).
+Status makeStaticDev(const std::vector<DevicePassthrough>& devices);
+// What every sandbox gets fresh, in this order: /dev (makeStaticDev, unless staticDevMade),
+// its own devpts and /dev/shm, the devices, /proc, /tmp, the spec's tmpfs mounts, the
+// workspace, the spec's binds.
+Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind,
+                       bool staticDevMade);
 // The host paths pivotToStaticRoot copies or binds (or the prepared root itself).
 std::vector<std::string> staticRootHostPaths(const SandboxSpec& spec);
 // The host paths mountPerSandbox binds, in the order it binds them.

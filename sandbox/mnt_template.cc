@@ -25,7 +25,7 @@
 namespace akad::box {
 namespace {
 
-constexpr const char* kFormat = "akabox mount template 1";
+constexpr const char* kFormat = "akabox mount template 2";  // 2: /dev is part of the template
 constexpr int kMaxTemplates = 32;
 
 struct MountPoint {
@@ -37,7 +37,7 @@ struct MountPoint {
 // mounts (mnt.h's mountPerSandbox, same order) that do not lie inside an earlier one, whose
 // own file system takes them at spawn time.
 std::vector<MountPoint> templateMountPoints(const SandboxSpec& spec) {
-  std::vector<MountPoint> all = {{"/dev", true}, {"/proc", true}, {"/tmp", true}};
+  std::vector<MountPoint> all = {{"/proc", true}, {"/tmp", true}};
   for (const auto& t : spec.tmpfs) all.push_back({t.dst, true});
   if (!spec.workspace.empty()) all.push_back({"/workspace", true});
   for (const auto& b : spec.binds) {
@@ -83,10 +83,11 @@ std::string hostFingerprint(const SandboxSpec& spec, const std::string& dir) {
   return out;
 }
 
-std::string layoutOf(const SandboxSpec& spec, const std::vector<MountPoint>& points) {
+std::string layoutOf(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const std::vector<MountPoint>& points) {
   std::string out = std::string(kFormat) + "\nroot=" + spec.root + "\nuid=" + std::to_string(spec.uid) +
                     "\ngid=" + std::to_string(spec.gid) + "\nworkspace=" + (spec.workspace.empty() ? "no" : "yes") + "\n";
   for (const auto& p : points) out += (p.dir ? "dir " : "file ") + p.dst + "\n";
+  for (const auto& d : devices) out += "device " + d.sandboxPath + "\n";
   return out;
 }
 
@@ -105,15 +106,18 @@ UniqueFd openKept(const std::string& path) {
 
 bool writeAllTo(int fd, const std::string& s) { return ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()); }
 
-// In a child with a fresh mount namespace: the static root, its mount points, the host's tree
-// detached, and the root file system read-only for every copy.
-Status buildTemplate(const SandboxSpec& spec, const std::vector<MountPoint>& points) {
+// In a child with a fresh mount namespace: the static root with its /dev, their mount
+// points, the host's tree detached, and both file systems read-only for every copy.
+Status buildTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const std::vector<MountPoint>& points) {
   if (::unshare(CLONE_NEWNS) != 0) return errnoError("unshare(CLONE_NEWNS)");
   if (auto st = pivotToStaticRoot(spec); !st) return st;
+  if (auto st = makeStaticDev(devices); !st) return st;
   for (const auto& p : points)
     if (auto st = makeMountPoint(p.dst, p.dir); !st) return st;
   if (auto st = detachOldRoot(); !st) return st;
   // Without MS_BIND the remount reaches the superblock: no copy can be made writable again.
+  if (::mount(nullptr, "/dev", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, nullptr) != 0)
+    return errnoError("remounting the template's /dev read-only");
   if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
     return errnoError("remounting the template's root read-only");
   return {};
@@ -121,7 +125,8 @@ Status buildTemplate(const SandboxSpec& spec, const std::vector<MountPoint>& poi
 
 // Builds the template in a child and keeps its namespace at `path` (a bind of the child's
 // /proc/PID/ns/mnt); the caller holds the directory's lock.
-Status makeTemplate(const SandboxSpec& spec, const std::vector<MountPoint>& points, const std::string& path) {
+Status makeTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const std::vector<MountPoint>& points,
+                    const std::string& path) {
   int up[2], down[2];
   if (::pipe2(up, O_CLOEXEC) != 0) return errnoError("pipe");
   if (::pipe2(down, O_CLOEXEC) != 0) {
@@ -136,7 +141,7 @@ Status makeTemplate(const SandboxSpec& spec, const std::vector<MountPoint>& poin
     upRead.reset();
     downWrite.reset();
     ::umask(0);  // the same modes as a root built in the init
-    Status st = buildTemplate(spec, points);
+    Status st = buildTemplate(spec, devices, points);
     (void)writeAllTo(upWrite.get(), st ? std::string("R") : "E" + st.error().message);
     char c;
     while (::read(downRead.get(), &c, 1) > 0) {
@@ -200,11 +205,11 @@ std::string mountTemplateDir() {
   return (d && *d) ? d : "/run/akabox/templates";
 }
 
-Result<UniqueFd> openMountTemplate(const SandboxSpec& spec) {
+Result<UniqueFd> openMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
   const std::string dir = mountTemplateDir();
   if (auto st = templateDirOk(dir); !st) return Error{"mount template: " + st.error().message};
   auto points = templateMountPoints(spec);
-  const std::string layout = layoutOf(spec, points);
+  const std::string layout = layoutOf(spec, devices, points);
   const std::string layoutKey = fnv1aHex(layout);
   const std::string name = layoutKey + "-" + fnv1aHex(layout + hostFingerprint(spec, dir));
   const std::string path = dir + "/" + name;
@@ -215,7 +220,7 @@ Result<UniqueFd> openMountTemplate(const SandboxSpec& spec) {
   while (::flock(lock.get(), LOCK_EX) != 0)
     if (errno != EINTR) return errnoError("mount template: flock");
   if (UniqueFd fd = openKept(path); fd.valid()) return fd;  // another akabox made it meanwhile
-  if (auto st = makeTemplate(spec, points, path); !st) return Error{"mount template: " + st.error().message};
+  if (auto st = makeTemplate(spec, devices, points, path); !st) return Error{"mount template: " + st.error().message};
   // Templates of the same layout built from an older state of the host are stale now. Many
   // layouts in use (specs with ever new bind targets) would pile up: past kMaxTemplates, all
   // but the new one go, and the layouts still in use are rebuilt on their next run.
@@ -260,7 +265,7 @@ Status enterMountTemplate(const SandboxSpec& spec, const std::vector<DevicePasst
     t.fd.reset();
     return {};
   };
-  return mountPerSandbox(spec, devices, attach);
+  return mountPerSandbox(spec, devices, attach, true);
 }
 
 Result<int> removeMountTemplates() {

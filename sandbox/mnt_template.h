@@ -1,15 +1,16 @@
 #pragma once
 // Kept mount templates: the part of a sandbox's mount namespace that is the same for every
 // sandbox of one layout (the tmpfs root with the system directories or the prepared root,
-// /etc's essentials, the mount points), built once, detached from the host's tree, made
-// read-only at the superblock and kept as a mount namespace file under the template
-// directory. A sandbox with `mount_template` copies it (setns + unshare(CLONE_NEWNS)) and adds
-// only what is its own: /dev, /proc, /tmp, its tmpfs mounts, workspace and binds. That skips
-// copying the host's mount table, the pivot_root and the detach of the old root (an RCU grace
-// period) on every spawn.
+// /etc's essentials, /dev's tmpfs with its nodes and links, the mount points), built once,
+// detached from the host's tree, made read-only at the superblock (both file systems) and
+// kept as a mount namespace file under the template directory. A sandbox with
+// `mount_template` copies it (setns + unshare(CLONE_NEWNS)) and adds only what is its own:
+// devpts, /dev/shm, its devices, /proc, /tmp, its tmpfs mounts, workspace and binds. That
+// skips copying the host's mount table, the pivot_root, the detach of the old root (an RCU
+// grace period) and /dev's set-up on every spawn.
 //
 // The key of a template covers everything it was built from: the spec's layout (root, uid,
-// gid, home, the mount points it needs) and the host (its mount table, and the identity of
+// gid, home, the mount points it needs, the devices' nodes) and the host (its mount table, and the identity of
 // every system directory and /etc file that was copied or bound). A change on the host gives
 // a new key; the templates of the old one are unmounted when the new one is made.
 //
@@ -25,9 +26,9 @@
 
 namespace akad::box {
 
-// In akabox, before clone: a descriptor of the template's mount namespace for this spec,
-// building and keeping the template first if there is none for its key.
-Result<UniqueFd> openMountTemplate(const SandboxSpec& spec);
+// In akabox, while the init starts: a descriptor of the template's mount namespace for this
+// spec, building and keeping the template first if there is none for its key.
+Result<UniqueFd> openMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
 
 // In the init, which clone3 left in akabox's mount namespace: detached copies of the host
 // paths the sandbox binds are taken first (the host is not reachable afterwards), then the

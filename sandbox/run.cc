@@ -42,11 +42,12 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 // mount template's descriptor, the network namespace (without a template), the cgroup with
 // its limits (v1: from detection on; v2: the directory had to exist before clone3) and the
 // seccomp policy.
-Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, std::optional<CgroupVersion>& version, const CgroupLimits& limits,
+Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
+                                  std::optional<CgroupVersion>& version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy) {
   SandboxEntry entry;
   if (spec.mountTemplate) {
-    auto t = openMountTemplate(spec);
+    auto t = openMountTemplate(spec, devices);
     if (!t) return t.error();
     entry.mountTemplate = std::move(*t);
   } else if (spec.net == NetMode::None) {  // with a template the init makes its own
@@ -154,7 +155,7 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (!init) return failedAfterStart(init.error().message);
 
   // The init is making its namespaces now; prepare what it enters next.
-  auto entry = prepareEntry(spec, version, limits, cgroup, policy);
+  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy);
   if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // still beside the init: the end of the run has only reads left
