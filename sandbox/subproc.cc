@@ -107,7 +107,16 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
   int cloneErr = errno;
-  if (pid > 0) self->stepAside();
+  if (pid > 0) {
+    self->stepAside();
+    // akabox only supervises from here on. SCHED_BATCH (same share of CPU time, but its
+    // wake-ups never preempt a running task) keeps its wake-ups for the seccomp listener,
+    // the output pipes, the report and the init's exit from cutting into the init's and the
+    // command's work on their CPU; it runs when that CPU is free or on another. The init was
+    // cloned before, so it and the command keep the normal policy. Best effort.
+    sched_param sp{};
+    (void)::sched_setscheduler(0, SCHED_BATCH, &sp);
+  }
   if (pid < 0) {
     self->unpin();
     return errnoError("clone3(new mount, pid, ipc, uts namespaces)", cloneErr);
