@@ -217,8 +217,6 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
 // and seccomp comes last so set-up itself is never filtered.
 [[noreturn]] void runCommand(const ContainContext& c, const SeccompPolicy* policy) {
   const SandboxSpec& s = *c.spec;
-  // Started on the init's CPU (no wake-up of another one); the command itself may use all.
-  if (c.cpuPinned) (void)::sched_setaffinity(0, sizeof(c.cpus), &c.cpus);
   must(c, sysOk(::setsid() < 0 ? -1 : 0, "setsid"), "new session");
   (void)writeOwnFile("/proc/self/oom_score_adj", "0");  // undo the init's shield, if it had one
   must(c, wireStdio(c), "stdio");
@@ -281,6 +279,11 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   must(c, enterPrepared(entry), "entering the sandbox's cgroup and network namespace");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
+  // akabox's scheduling policy and CPU set back, for the command (subproc.cc says why the
+  // init had others).
+  const Placement& p = c.placement;
+  if (p.restorePolicy) (void)::sched_setscheduler(0, p.policy, &p.param);
+  if (p.restoreCpus) (void)::sched_setaffinity(0, sizeof(p.cpus), &p.cpus);
   if (s.commandIsPid1) runCommand(c, entry.policy.get());
 
   // vfork: the command borrows the init's memory until it execs, instead of copying the page

@@ -40,6 +40,16 @@ constexpr size_t kMaxEntryFds = 8;
 // A serialized filter: a header line and at most BPF_MAXINSNS instructions.
 constexpr size_t kMaxFilterBytes = 128 + BPF_MAXINSNS * sizeof(sock_filter);
 
+// akabox's scheduling policy and CPU set as they were before akabox changed them for the
+// set-up (subproc.cc), each only if it was read and changed.
+struct Placement {
+  bool restorePolicy = false;
+  int policy = 0;
+  sched_param param{};
+  bool restoreCpus = false;
+  cpu_set_t cpus{};
+};
+
 // What the cloned init needs; every fd here is inherited from akabox and close-on-exec.
 struct ContainContext {
   const SandboxSpec* spec = nullptr;
@@ -54,10 +64,9 @@ struct ContainContext {
   int stdinFd = -1;     // host file for stdin, or -1 for /dev/null
   int stdoutFd = -1;    // write ends of the capture pipes
   int stderrFd = -1;
-  // Set when akabox pinned itself, and so the init, to one CPU for clone3 (subproc.h says
-  // why): the init stays there, and the command takes `cpus` back before it execs.
-  bool cpuPinned = false;
-  cpu_set_t cpus{};
+  // The init is born with akabox's SCHED_BATCH and off akabox's CPU (subproc.cc says why);
+  // before it starts the command it takes back akabox's scheduling policy and CPU set.
+  Placement placement;
 };
 
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.

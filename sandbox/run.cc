@@ -158,8 +158,7 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy);
   if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
-  cgroup->prepareUsage();  // still beside the init: the end of the run has only reads left
-  (*init)->rejoinInitCpu();
+  cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);
   init->reset();
 

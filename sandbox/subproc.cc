@@ -93,7 +93,26 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   ::sigprocmask(SIG_BLOCK, &cancel, &self->oldMask_);
   self->cancelSignals_ = std::move(sigFd);
 
-  self->pinToCurrentCpu();
+  // Placement. A new task starts on its parent's CPU, and a scheduler that packs tasks onto
+  // few CPUs (the development VM's does) leaves it there: the init's half of the set-up and
+  // akabox's would run one after the other while another CPU idles. So akabox supervises as
+  // SCHED_BATCH (the same share of CPU time, but a batch task never preempts on a wake-up),
+  // set before clone3 so that the new init does not push akabox off its CPU either; and
+  // right after clone3 akabox takes its own CPU out of the init's set, which moves the init
+  // if it was queued there. Where the scheduler spread them already (the GPU machine), that
+  // is a mask update. akabox's wake-ups (the listener, the output pipes, the report, the
+  // init's exit) then do not cut into the init's and the command's work either. The init
+  // takes akabox's policy and CPU set back before it starts the command (contain.cc).
+  // Best effort: a call that fails changes nothing.
+  Placement place;
+  place.policy = ::sched_getscheduler(0);
+  if (place.policy >= 0 && ::sched_getparam(0, &place.param) == 0) {
+    sched_param batch{};
+    place.restorePolicy = ::sched_setscheduler(0, SCHED_BATCH, &batch) == 0;
+  }
+  const int here = ::sched_getcpu();
+  place.restoreCpus = here >= 0 && here < CPU_SETSIZE && ::sched_getaffinity(0, sizeof(place.cpus), &place.cpus) == 0 &&
+                      CPU_COUNT(&place.cpus) >= 2 && CPU_ISSET(here, &place.cpus);
 
   self->t0_ = nowS();
   int pidfd = -1;
@@ -107,20 +126,12 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
   int cloneErr = errno;
-  if (pid > 0) {
-    self->stepAside();
-    // akabox only supervises from here on. SCHED_BATCH (same share of CPU time, but its
-    // wake-ups never preempt a running task) keeps its wake-ups for the seccomp listener,
-    // the output pipes, the report and the init's exit from cutting into the init's and the
-    // command's work on their CPU; it runs when that CPU is free or on another. The init was
-    // cloned before, so it and the command keep the normal policy. Best effort.
-    sched_param sp{};
-    (void)::sched_setscheduler(0, SCHED_BATCH, &sp);
+  if (pid > 0 && place.restoreCpus) {
+    cpu_set_t others = place.cpus;
+    CPU_CLR(here, &others);
+    (void)::sched_setaffinity(static_cast<pid_t>(pid), sizeof(others), &others);
   }
-  if (pid < 0) {
-    self->unpin();
-    return errnoError("clone3(new mount, pid, ipc, uts namespaces)", cloneErr);
-  }
+  if (pid < 0) return errnoError("clone3(new mount, pid, ipc, uts namespaces)", cloneErr);
   if (pid == 0) {
     ContainContext c;
     c.spec = req.spec;
@@ -133,8 +144,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.stdinFd = req.stdinFd;
     c.stdoutFd = out->write.get();
     c.stderrFd = err->write.get();
-    c.cpuPinned = self->pinnedCpu_ >= 0;
-    c.cpus = self->cpus_;
+    c.placement = place;
     runSandboxInit(c);
   }
   self->pid_ = static_cast<pid_t>(pid);
@@ -148,41 +158,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   return self;
 }
 
-void SandboxInit::pinToCurrentCpu() {
-  int here = ::sched_getcpu();
-  if (here < 0 || here >= CPU_SETSIZE || ::sched_getaffinity(0, sizeof(cpus_), &cpus_) != 0 || CPU_COUNT(&cpus_) < 2 ||
-      !CPU_ISSET(here, &cpus_))
-    return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(here, &one);
-  if (::sched_setaffinity(0, sizeof(one), &one) == 0) pinnedCpu_ = here;
-}
-
-void SandboxInit::stepAside() {
-  if (pinnedCpu_ < 0) return;
-  cpu_set_t others = cpus_;
-  CPU_CLR(pinnedCpu_, &others);
-  (void)::sched_setaffinity(0, sizeof(others), &others);
-}
-
-void SandboxInit::rejoinInitCpu() {
-  if (pinnedCpu_ < 0) return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(pinnedCpu_, &one);
-  (void)::sched_setaffinity(0, sizeof(one), &one);
-  unpin();
-}
-
-void SandboxInit::unpin() {
-  if (pinnedCpu_ < 0) return;
-  (void)::sched_setaffinity(0, sizeof(cpus_), &cpus_);
-  pinnedCpu_ = -1;
-}
-
 SandboxInit::~SandboxInit() {
-  unpin();
   killAndReap();
   ::sigprocmask(SIG_SETMASK, &oldMask_, nullptr);
 }

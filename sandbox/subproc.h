@@ -78,9 +78,6 @@ class SandboxInit {
   // must outlive supervise().
   // An init that failed meanwhile is not an error here: supervise() reports its message.
   Status release(SandboxEntry entry);
-  // Once akabox's own work beside the init is done (what release() left to prepare for the
-  // end of the run): back to the init's CPU, see pinToCurrentCpu.
-  void rejoinInitCpu();
 
   // Runs the sandbox to its end. The error case is a failure of akabox's own side (poll,
   // wait4); failures inside the sandbox come back in SandboxExit::setupError.
@@ -89,22 +86,6 @@ class SandboxInit {
  private:
   SandboxInit() = default;
   void killAndReap();
-  // Where the processes run. A new task starts on its parent's CPU and, under a scheduler
-  // that packs tasks onto few CPUs (the development VM's does), preempts it there, so the
-  // two halves of set-up meant to run side by side would run one after the other; and a
-  // wake-up across CPUs costs an idle virtual CPU's wake-up (tens of microseconds there,
-  // paid at every hand-over of the serial part: command start, command exit, init exit).
-  // So akabox pins itself to its CPU for clone3 (the init inherits that), moves to the other
-  // CPUs for the parallel part (stepAside), and comes back once it released the init
-  // (rejoinInitCpu), with its own CPU set restored; the init stays there and starts the command
-  // there, which takes the original CPU set back before it execs (contain.cc). Best effort:
-  // with one allowed CPU, or if a call fails, nothing changes.
-  void pinToCurrentCpu();
-  void stepAside();
-  void unpin();
-  cpu_set_t cpus_{};     // akabox's CPU set before pinning
-  int pinnedCpu_ = -1;   // the CPU akabox pinned itself (and so the init) to, or -1
-
   SpawnRequest req_;
   const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
   pid_t pid_ = -1;
