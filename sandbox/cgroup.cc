@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string_view>
 
@@ -60,17 +59,24 @@ Status writeFile(const std::string& path, const std::string& value) {
   return {};
 }
 
-Result<std::string> readFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errnoError("cannot open '" + path + "'");
+namespace {
+
+// The rest of an open file, from where its offset is.
+Result<std::string> readRest(int fd, const std::string& path) {
   std::string out;
   char buf[4096];
   ssize_t n;
   while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  int err = errno;
-  ::close(fd);
-  if (n < 0) return errnoError("cannot read '" + path + "'", err);
+  if (n < 0) return errnoError("cannot read '" + path + "'");
   return out;
+}
+
+}  // namespace
+
+Result<std::string> readFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError("cannot open '" + path + "'");
+  return readRest(fd.get(), path);
 }
 
 Status makeDirs(const std::string& base, const std::string& rel) {
@@ -131,16 +137,8 @@ void OpenedFiles::open(const std::string& path) {
 
 std::optional<std::string> OpenedFiles::read(const std::string& path) {
   auto it = fds_.find(path);
-  if (it == fds_.end()) {
-    auto text = readFile(path);
-    return text ? std::optional<std::string>(*text) : std::nullopt;
-  }
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::pread(it->second.get(), buf, sizeof(buf), static_cast<off_t>(out.size()))) > 0) out.append(buf, static_cast<size_t>(n));
-  if (n < 0) return std::nullopt;
-  return out;
+  auto text = it == fds_.end() ? readFile(path) : readRest(it->second.get(), path);  // each is read once
+  return text ? std::optional<std::string>(*text) : std::nullopt;
 }
 
 namespace {

@@ -211,8 +211,7 @@ Status SandboxInit::release(SandboxEntry entry) {
   // The init is tiny, so the OOM killer already prefers the command; shielding it needs
   // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort. Done
   // from here, beside the init; the command sets its own back to 0 (contain.cc).
-  UniqueFd adj(::open(("/proc/" + std::to_string(pid_) + "/oom_score_adj").c_str(), O_WRONLY | O_CLOEXEC));
-  if (adj.valid()) (void)!::write(adj.get(), "-1000", 5);
+  (void)cgroupfs::writeFile("/proc/" + std::to_string(pid_) + "/oom_score_adj", "-1000");
   return {};
 }
 
