@@ -18,7 +18,6 @@
 #include "common/unique_fd.h"
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
-#include "sandbox/net.h"
 #include "sandbox/user.h"
 
 namespace akad::box {
@@ -256,26 +255,22 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
   ::umask(0);
   must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");
-  // Meanwhile akabox prepares the cgroup and the mount template or the network namespace
-  // (2 cores: in parallel).
+  // Meanwhile akabox prepares the cgroup and the seccomp policy, and its thread the network
+  // namespace (net.h): the cores work in parallel.
   auto receive = [&] {
     auto e = receiveEntry(c.channelFd);
     if (!e) must(c, e.error(), "waiting for akabox");
     return std::move(*e);
   };
-  Entry entry;
   if (s.mountTemplate) {
-    // Copying a template is quick, so the init makes its network namespace itself while
-    // akabox opens the template and makes the cgroup; without one, akabox makes it (net.h).
-    if (s.net == NetMode::None) must(c, enterNewNetworkNamespace(), "network namespace");
-    entry = receive();
-    if (!entry.mountTemplate.valid()) must(c, Error{"akabox sent no mount template"}, "waiting for akabox");
-    must(c, enterMountTemplate(s, c.devices, entry.mountTemplate.get()), "mount namespace (template)");
-    entry.mountTemplate.reset();
+    // akabox hands the template over first and prepares the rest while the init copies it.
+    Entry t = receive();
+    if (!t.mountTemplate.valid()) must(c, Error{"akabox sent no mount template"}, "waiting for akabox");
+    must(c, enterMountTemplate(s, c.devices, t.mountTemplate.get()), "mount namespace (template)");
   } else {
     must(c, buildMountNamespace(s, c.devices), "mount namespace");
-    entry = receive();
   }
+  Entry entry = receive();
   must(c, enterPrepared(entry), "entering the sandbox's cgroup and network namespace");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");

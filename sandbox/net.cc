@@ -1,47 +1,104 @@
 #include "sandbox/net.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <net/if.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace akad::box {
 namespace {
 
-// A fresh network namespace has only a loopback interface, and it is down.
-Status bringUpLoopback() {
-  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return errnoError("socket(AF_INET) for configuring lo");
+// On the thread: system calls only (net.h says why). Returns the step that failed, with
+// errno set, or null with `fd` holding the namespace.
+const char* makeNamespace(int& fd) {
+  if (::unshare(CLONE_NEWNET) != 0) return "unshare(CLONE_NEWNET)";
+  // A fresh network namespace has only a loopback interface, and it is down.
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return "socket(AF_INET) for configuring lo";
   ifreq ifr{};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) return errnoError("ioctl(SIOCGIFFLAGS, lo)");
-  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) return errnoError("ioctl(SIOCSIFFLAGS, lo up)");
-  return {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  bool up = ::ioctl(s, SIOCGIFFLAGS, &ifr) == 0;
+  if (up) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    up = ::ioctl(s, SIOCSIFFLAGS, &ifr) == 0;
+  }
+  int err = errno;
+  ::close(s);
+  if (!up) {
+    errno = err;
+    return "ioctl(SIOCSIFFLAGS, lo up)";
+  }
+  fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  return fd < 0 ? "open /proc/thread-self/ns/net" : nullptr;
 }
 
 }  // namespace
 
-Result<UniqueFd> createNetworkNamespace() {
-  UniqueFd own(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-  if (!own.valid()) return errnoError("open /proc/thread-self/ns/net (akabox's own network namespace)");
-  Status up = enterNewNetworkNamespace();
-  UniqueFd created(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-  int openErr = errno;
-  // Back home first, whatever happened: akabox must not stay in the sandbox's namespace.
-  if (::setns(own.get(), CLONE_NEWNET) != 0) return errnoError("setns back to akabox's own network namespace");
-  if (!up) return up.error();
-  if (!created.valid()) return errnoError("open /proc/thread-self/ns/net (the sandbox's network namespace)", openErr);
-  return created;
+NetworkNamespaceMaker::~NetworkNamespaceMaker() {
+  waitDone();
+  if (fd_ >= 0) ::close(fd_);
 }
 
-Status enterNewNetworkNamespace() {
-  if (::unshare(CLONE_NEWNET) != 0) return errnoError("unshare(CLONE_NEWNET)");
-  return bringUpLoopback();
+void NetworkNamespaceMaker::waitDone() {
+  if (!running_) return;
+  while (__atomic_load_n(&done_, __ATOMIC_ACQUIRE) == 0)
+    ::syscall(SYS_futex, &done_, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+  running_ = false;
+}
+
+Status NetworkNamespaceMaker::start() {
+  pthread_attr_t attr;
+  if (int rc = ::pthread_attr_init(&attr); rc != 0) return errnoError("pthread_attr_init", rc);
+  (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few system calls deep
+  (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // Off akabox's CPU, where a new thread would otherwise start and stay on a scheduler that
+  // packs tasks (subproc.cc, "Placement"): it would only take turns with akabox.
+  cpu_set_t cpus;
+  const int here = ::sched_getcpu();
+  if (here >= 0 && here < CPU_SETSIZE && ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2 &&
+      CPU_ISSET(here, &cpus)) {
+    CPU_CLR(here, &cpus);
+    (void)::pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus);
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t thread;
+  int rc = ::pthread_create(&thread, &attr, &NetworkNamespaceMaker::run, this);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::pthread_attr_destroy(&attr);
+  if (rc != 0) return errnoError("pthread_create (network namespace)", rc);
+  running_ = true;
+  return {};
+}
+
+void* NetworkNamespaceMaker::run(void* arg) {
+  auto* self = static_cast<NetworkNamespaceMaker*>(arg);
+  if (const char* failed = makeNamespace(self->fd_)) {
+    self->failedStep_ = failed;
+    self->err_ = errno;
+  }
+  __atomic_store_n(&self->done_, 1, __ATOMIC_RELEASE);
+  ::syscall(SYS_futex, &self->done_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  return nullptr;  // the thread ends; the descriptor keeps the namespace
+}
+
+Result<UniqueFd> NetworkNamespaceMaker::take() {
+  waitDone();
+  if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);
+  if (fd_ < 0) return Error{"network namespace: not started"};
+  UniqueFd fd(fd_);
+  fd_ = -1;
+  return fd;
 }
 
 }  // namespace akad::box

@@ -37,23 +37,20 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
   return ex.commandSignaled ? SandboxStatus::Signaled : SandboxStatus::Exited;
 }
 
-// What akabox prepares after clone3, while the init makes its network namespace (with a
-// mount template) or builds its mount namespace (without): 2 cores, in parallel. That is the
-// mount template's descriptor, the network namespace (without a template), the cgroup with
-// its limits (v1: from detection on; v2: the directory had to exist before clone3) and the
-// seccomp policy.
+// What akabox prepares after clone3, while its thread makes the network namespace and the
+// init builds its mount namespace (without a template) or copies the template (with one,
+// handed over first): the cores work in parallel. That is the mount template's descriptor,
+// the cgroup with its limits (v1: from detection on; v2: the directory had to exist before
+// clone3), the seccomp policy and at last the network namespace.
 Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
                                   std::optional<CgroupVersion>& version, const CgroupLimits& limits,
-                                  std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy) {
+                                  std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy,
+                                  SandboxInit& init, NetworkNamespaceMaker& netns) {
   SandboxEntry entry;
   if (spec.mountTemplate) {
     auto t = openMountTemplate(spec, devices);
     if (!t) return t.error();
-    entry.mountTemplate = std::move(*t);
-  } else if (spec.net == NetMode::None) {  // with a template the init makes its own
-    auto netns = createNetworkNamespace();
-    if (!netns) return Error{"network namespace: " + netns.error().message};
-    entry.netns = std::move(*netns);
+    if (auto st = init.handMountTemplate(std::move(*t)); !st) return st.error();
   }
   std::vector<cgroupfs::Mount> mounts;
   if (!version) {
@@ -77,6 +74,11 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     if (!fd.valid()) return Error{what + errnoError("cannot open '" + f + "'").message};
     entry.cgroupJoin.push_back(std::move(fd));
   }
+  if (spec.net == NetMode::None) {
+    auto ns = netns.take();
+    if (!ns) return ns.error();
+    entry.netns = std::move(*ns);
+  }
   return entry;
 }
 
@@ -88,6 +90,11 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (::geteuid() != 0) return setupFailure("akabox must run as root (it creates cgroups and mounts); run it through akad or sudo");
   if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
     return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
+
+  // First, so that it runs beside everything else (net.h).
+  NetworkNamespaceMaker netns;
+  if (spec.net == NetMode::None)
+    if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
   auto ids = outsideIds(spec);
   if (!ids) return setupFailure(ids.error().message);
@@ -155,7 +162,7 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (!init) return failedAfterStart(init.error().message);
 
   // The init is making its namespaces now; prepare what it enters next.
-  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy);
+  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns);
   if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left

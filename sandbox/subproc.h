@@ -25,6 +25,8 @@
 
 namespace akad::box {
 
+struct EntryMessage;  // contain.h
+
 struct SpawnRequest {
   const SandboxSpec* spec = nullptr;
   OutputCapture* output = nullptr;
@@ -38,8 +40,7 @@ struct SpawnRequest {
 // What the init enters when akabox releases it, before it starts the command.
 struct SandboxEntry {
   const SeccompPolicy* policy = nullptr;  // the command's filter (sent as bytes), or none
-  UniqueFd mountTemplate;             // the kept mount template to copy (--mount-template)
-  UniqueFd netns;                     // the sandbox's network namespace (--net none, no template)
+  UniqueFd netns;                     // the sandbox's network namespace (--net none)
   std::vector<UniqueFd> cgroupJoin;   // v1: the cgroup's `tasks` files, opened for writing
 };
 
@@ -73,9 +74,13 @@ class SandboxInit {
   // template, making its network namespace) at once and then waits for release().
   static Result<std::unique_ptr<SandboxInit>> start(const SpawnRequest& req);
 
-  // Hands the init its mount template or network namespace, its cgroup and the command's
-  // seccomp filter; from here on it finishes its set-up and starts the command. The policy
-  // must outlive supervise().
+  // With a mount template: hands the init the template first, so that it copies it while
+  // akabox prepares the rest.
+  Status handMountTemplate(UniqueFd mountTemplate);
+
+  // Hands the init its network namespace, its cgroup and the command's seccomp filter; from
+  // here on it finishes its set-up and starts the command. The policy must outlive
+  // supervise().
   // An init that failed meanwhile is not an error here: supervise() reports its message.
   Status release(SandboxEntry entry);
 
@@ -86,6 +91,7 @@ class SandboxInit {
  private:
   SandboxInit() = default;
   void killAndReap();
+  Status sendEntry(const EntryMessage& m, const std::vector<int>& fds, const std::string& filter);
   SpawnRequest req_;
   const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
   pid_t pid_ = -1;

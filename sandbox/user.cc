@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <string>
@@ -25,9 +26,13 @@ Status writeProcSelf(const char* file, const std::string& text) {
 }  // namespace
 
 Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid) {
-  if (::setgroups(0, nullptr) != 0) return errnoError("setgroups(0) (clearing supplementary groups)");
-  if (::setresgid(outGid, outGid, outGid) != 0) return errnoError("setresgid(" + std::to_string(outGid) + ")");
-  if (::setresuid(outUid, outUid, outUid) != 0) return errnoError("setresuid(" + std::to_string(outUid) + ")");
+  // The system calls themselves, not glibc's wrappers: those apply the change to every thread
+  // glibc knows of, and the sandbox's processes come from a raw clone3 of akabox, whose
+  // network-namespace thread (net.h) is still on glibc's list there but does not exist; the
+  // wrapper would wait for it for ever. This process has one thread, so the call is enough.
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0) return errnoError("setgroups(0) (clearing supplementary groups)");
+  if (::syscall(SYS_setresgid, outGid, outGid, outGid) != 0) return errnoError("setresgid(" + std::to_string(outGid) + ")");
+  if (::syscall(SYS_setresuid, outUid, outUid, outUid) != 0) return errnoError("setresuid(" + std::to_string(outUid) + ")");
   // Changing uid made the process non-dumpable, which makes /proc/self/*_map root-owned and
   // unwritable for us; exec recomputes dumpability anyway.
   if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) return errnoError("prctl(PR_SET_DUMPABLE)");

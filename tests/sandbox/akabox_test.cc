@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <seccomp.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -49,6 +51,34 @@ TEST_F(BoxTest, ExitCodeIdentityAndEnvironment) {
   EXPECT_EQ(e.exitStatus, 7);
   EXPECT_EQ(e.result["status"], "exited");
   EXPECT_EQ(e.result["exit_code"], 7);
+}
+
+// akabox reads the common command line itself and leaves everything else to CLI11
+// (sandbox/main.cc): both must give the same sandbox, and CLI11 still refuses mistakes.
+TEST_F(BoxTest, FlagsMeanTheSameInEveryForm) {
+  auto seen = [&](const BoxRun& r) {
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string l; std::getline(in, l);)
+      if (l.rfind("env=", 0) == 0 || l.rfind("uid=", 0) == 0 || l.rfind("hostname", 0) == 0) lines.push_back(l);
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  };
+  BoxRun quick = run({"--env", "A=1", "--env", "B=x y", "--hostname", "h1", "--uid", "1234"}, {probe(), "ids"});
+  BoxRun full = run({"--env=A=1", "--env=B=x y", "--hostname=h1", "--uid=1234"}, {probe(), "ids"});
+  EXPECT_EQ(quick.exitStatus, 0) << quick.err;
+  EXPECT_EQ(full.exitStatus, 0) << full.err;
+  EXPECT_TRUE(hasLine(quick.out, "env=B=x y")) << quick.out;
+  EXPECT_TRUE(hasLine(quick.out, "uid=1234 euid=1234 gid=1000 egid=1000")) << quick.out;
+  EXPECT_EQ(value(quick.out, "hostname"), "h1");
+  EXPECT_EQ(seen(quick), seen(full));
+  // Mistakes CLI11 refuses before anything starts: exit status 125 and a message.
+  for (const std::string bad : {"--hostname a --hostname b", "--no-such-flag 1", "--env"}) {
+    std::string cmd = "'" + akaboxBin() + "' run " + bad + " -- /bin/true 2>'" + tmp_ + "/cli-err'";
+    int status = std::system(cmd.c_str());
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 125) << bad;
+    EXPECT_FALSE(readAll(tmp_ + "/cli-err").empty()) << bad;
+  }
 }
 
 // The init starts as SCHED_BATCH and off akabox's CPU (subproc.cc says why); the command
@@ -151,6 +181,28 @@ TEST_F(BoxTest, NetworkNoneCannotReachHostLoopback) {
   BoxRun host = run({"--net", "host"}, {probe(), "connect", port});
   EXPECT_EQ(value(host.out, "connect"), "ok") << host.out;
   ::close(l);
+}
+
+// The network namespace is made on a thread of akabox's own (sandbox/net.h); when it cannot be
+// made, the run fails at set-up with that step named, and the init already started is gone.
+TEST_F(BoxTest, NetworkNamespaceFailureIsReportedAndLeavesNothing) {
+  // akabox runs under a filter of the test's that refuses only unshare(CLONE_NEWNET).
+  inChild_ = [] {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSPC), SCMP_SYS(unshare), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWNET, CLONE_NEWNET));
+    if (seccomp_load(ctx) != 0) ::_exit(99);
+  };
+  BoxRun r = run({}, {probe(), "ids"});
+  EXPECT_EQ(r.exitStatus, 125) << r.err;
+  EXPECT_EQ(r.result["status"], "setup-failed");
+  std::string msg = r.result.value("message", "");
+  EXPECT_NE(msg.find("network namespace: unshare(CLONE_NEWNET): No space left on device"), std::string::npos) << msg;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  // --net host needs no namespace of its own and still runs under the same filter.
+  BoxRun host = run({"--net", "host"}, {probe(), "exit", "3"});
+  EXPECT_EQ(host.exitStatus, 3) << host.err;
+  EXPECT_EQ(host.result["status"], "exited");
 }
 
 TEST_F(BoxTest, DangerousSyscallsAreRefusedAndReported) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -100,6 +101,7 @@ class BoxTest : public ::testing::Test {
     if (pid == 0) {
       ::setenv("AKABOX_TEMPLATE_DIR", templateDir().c_str(), 1);
       if (inheritFd >= 0) ::fcntl(inheritFd, F_SETFD, 0);  // deliberately leak it into akabox
+      if (inChild_) inChild_();
       ::execv(cargv[0], cargv.data());
       ::_exit(126);
     }
@@ -130,6 +132,9 @@ class BoxTest : public ::testing::Test {
                       "' --templates 2>/dev/null";
     return std::system(cmd.c_str());
   }
+
+  // Run in the forked child just before it execs akabox (e.g. to make a step fail on purpose).
+  std::function<void()> inChild_;
 
   void expectNothingLeft() {
     for (const auto& d : cgroupParentDirs(parent_)) {
