@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -126,22 +127,36 @@ Status enterPrepared(Entry& e) {
 }
 
 Status wireStdio(const ContainContext& c) {
-  int in = c.stdinFd >= 0 ? c.stdinFd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (in < 0) return errnoError("open /dev/null for stdin");
-  if (::dup2(in, 0) < 0 || ::dup2(c.stdoutFd, 1) < 0 || ::dup2(c.stderrFd, 2) < 0) return errnoError("dup2 stdio");
+  if (::dup2(c.stdinFd, 0) < 0 || ::dup2(c.stdoutFd, 1) < 0 || ::dup2(c.stderrFd, 2) < 0) return errnoError("dup2 stdio");
   return {};
 }
 
 // Only 0, 1, 2 and our two close-on-exec channels stay open: a descriptor inherited from
 // akabox's caller would be a way out of the sandbox.
-Status closeOtherFds(int keepA, int keepB) {
-  int lo = std::min(keepA, keepB), hi = std::max(keepA, keepB);
-  auto closeRange = [](unsigned from, unsigned to) {
-    return from > to ? 0 : static_cast<int>(::syscall(SYS_close_range, from, to, 0));
-  };
-  if (closeRange(3, lo - 1) != 0 || closeRange(lo + 1, hi - 1) != 0 || closeRange(hi + 1, ~0U) != 0)
-    return errnoError("close_range");
+// Closes every descriptor from 3 up but those in `keep` (negative entries are ignored).
+Status closeOtherFds(std::vector<int> keep) {
+  std::sort(keep.begin(), keep.end());
+  unsigned from = 3;
+  for (int fd : keep) {
+    if (fd < static_cast<int>(from)) continue;
+    if (static_cast<unsigned>(fd) > from && ::syscall(SYS_close_range, from, static_cast<unsigned>(fd) - 1, 0) != 0)
+      return errnoError("close_range");
+    from = static_cast<unsigned>(fd) + 1;
+  }
+  if (::syscall(SYS_close_range, from, ~0U, 0) != 0) return errnoError("close_range");
   return {};
+}
+
+// The cgroup's limits are written while the command sets itself up; they must be in place
+// before it execs, so it waits here for akabox's go. A read that returns nothing means akabox
+// is gone or failed; it kills the sandbox itself then.
+void waitForGo(const ContainContext& c) {
+  char go = 0;
+  ssize_t n;
+  do n = ::read(c.goFd, &go, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) ::_exit(125);
+  ::close(c.goFd);
 }
 
 Status resetSignals() {
@@ -226,7 +241,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   must(c, applyRlimits(s), "rlimits");
   must(c, resetSignals(), "signals");
   ::umask(022);
-  must(c, closeOtherFds(c.reportFd, c.channelFd), "closing inherited descriptors");
+  must(c, closeOtherFds({c.reportFd, c.channelFd, c.goFd}), "closing inherited descriptors");
 
   std::vector<std::string> envStrings = buildEnv(s);
   std::vector<char*> envp, argv;
@@ -241,6 +256,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
     if (int err = policy->install(&listener); err != 0) must(c, errnoError("seccomp_load", err), "seccomp");
     if (listener >= 0) must(c, sendListener(c.channelFd, listener), "seccomp listener");
   }
+  waitForGo(c);
   execCommand(c, argv.data(), envp.data());
 }
 

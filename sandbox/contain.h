@@ -61,7 +61,10 @@ struct ContainContext {
   // Unix socket to akabox: the init receives its EntryMessage on it, the command sends the
   // seccomp listener fd back.
   int channelFd = -1;
-  int stdinFd = -1;     // host file for stdin, or -1 for /dev/null
+  // Read end of a pipe on which akabox writes one byte once the cgroup's limits are in
+  // place; the command reads it just before it execs.
+  int goFd = -1;
+  int stdinFd = -1;     // host file for stdin (--stdin, else the host's /dev/null)
   int stdoutFd = -1;    // write ends of the capture pipes
   int stderrFd = -1;
   // The init is born with akabox's SCHED_BATCH and off akabox's CPU (subproc.cc says why);

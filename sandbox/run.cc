@@ -64,7 +64,6 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     if (!made) return Error{what + made.error().message};
     cgroup = std::move(*made);
   }
-  if (auto st = cgroup->applyLimits(limits); !st) return Error{what + st.error().message};
   auto loaded = loadSeccompPolicy(spec.seccomp);
   if (!loaded) return loaded.error();
   policy = std::move(*loaded);
@@ -132,11 +131,11 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
 
   OutputCapture output(spec.outputLimitBytes);
   if (auto st = output.open(spec.stdoutPath, spec.stderrPath); !st) return setupFailure(st.error().message);
-  UniqueFd stdinFile;
-  if (!spec.stdinPath.empty()) {
-    stdinFile.reset(::open(spec.stdinPath.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!stdinFile.valid()) return setupFailure(errnoError("cannot open stdin file '" + spec.stdinPath + "'").message);
-  }
+  // Opened here, not in the sandbox: the command sets itself up while akabox writes the
+  // cgroup's limits, and a v1 device list passes through "deny all" on the way.
+  const std::string stdinPath = spec.stdinPath.empty() ? "/dev/null" : spec.stdinPath;
+  UniqueFd stdinFile(::open(stdinPath.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!stdinFile.valid()) return setupFailure(errnoError("cannot open stdin file '" + stdinPath + "'").message);
 
   // v1's init joins its cgroup later, so v1 creates its directories in parallel with the
   // init's set-up.
@@ -165,6 +164,11 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns);
   if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
+  // The limits bind the command, which execs only after go(): they are written while the
+  // init enters its namespaces and the command sets itself up.
+  if (auto st = cgroup->applyLimits(limits); !st)
+    return failedAfterStart("cgroup " + std::string(cgroupVersionName(*version)) + ": " + st.error().message);
+  if (auto st = (*init)->go(); !st) return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);
   init->reset();

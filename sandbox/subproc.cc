@@ -97,6 +97,8 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   if (!lifeline) return lifeline.error();
   auto rep = makePipe("the report channel");
   if (!rep) return rep.error();
+  auto go = makePipe("the go signal");
+  if (!go) return go.error();
   auto out = makePipe("stdout");
   if (!out) return out.error();
   auto err = makePipe("stderr");
@@ -161,6 +163,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.devices = req.devices;
     c.lifelineFd = lifeline->read.get();
     c.reportFd = rep->write.get();
+    c.goFd = go->read.get();
     c.channelFd = channelChild.get();
     c.stdinFd = req.stdinFd;
     c.stdoutFd = out->write.get();
@@ -171,6 +174,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   self->pid_ = static_cast<pid_t>(pid);
   self->pidFd_.reset(pidfd);
   self->lifeline_ = std::move(lifeline->write);
+  self->go_ = std::move(go->write);
   self->report_ = std::move(rep->read);
   self->stdout_ = std::move(out->read);
   self->stderr_ = std::move(err->read);
@@ -241,6 +245,14 @@ Status SandboxInit::sendEntry(const EntryMessage& m, const std::vector<int>& fds
   // akabox's error.
   if (::sendmsg(channel_.get(), &msg, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
     return errnoError("sendmsg(to the sandbox's init)");
+  return {};
+}
+
+Status SandboxInit::go() {
+  char byte = 'g';
+  // A sandbox that already failed has no reader left; its report says why.
+  if (::write(go_.get(), &byte, 1) != 1 && errno != EPIPE) return errnoError("write(go signal to the sandbox)");
+  go_.reset();
   return {};
 }
 

@@ -84,6 +84,9 @@ class SandboxInit {
   // An init that failed meanwhile is not an error here: supervise() reports its message.
   Status release(SandboxEntry entry);
 
+  // The cgroup's limits are in place: the command may exec (it waits for this, contain.h).
+  Status go();
+
   // Runs the sandbox to its end. The error case is a failure of akabox's own side (poll,
   // wait4); failures inside the sandbox come back in SandboxExit::setupError.
   Result<SandboxExit> supervise(SandboxCgroup& cgroup);
@@ -98,6 +101,7 @@ class SandboxInit {
   bool reaped_ = false;
   double t0_ = 0;
   UniqueFd pidFd_;
+  UniqueFd go_;            // write end of the go signal
   UniqueFd lifeline_;      // write end, never written: EOF tells the init akabox is gone
   UniqueFd report_;        // read end of the init's and the command's ReportMessages
   UniqueFd stdout_, stderr_;
