@@ -101,18 +101,32 @@ class CgroupV2 final : public SandboxCgroup {
   Status create(const std::string& parent, const std::string& leaf, const CgroupLimits& limits) {
     auto root = unifiedRoot();
     if (!root) return root.error();
+    std::string parentDir = *root + "/" + parent;
+    // Every spawn after the first: the parent hands its children memory and pids (and
+    // cpuset if asked) already, and the walk from the root (four reads) is not needed.
+    auto handed = readFile(parentDir + "/cgroup.subtree_control");
+    if (!handed || !hasWord(*handed, "memory") || !hasWord(*handed, "pids") ||
+        (!limits.cpus.empty() && !hasWord(*handed, "cpuset")))
+      if (auto st = prepareParent(*root, parent, limits); !st) return st;
+    return makeLeaf(parentDir, leaf);
+  }
+
+  // Creates `parent` as needed and enables the controllers the sandbox gets in every cgroup
+  // from the root down to it.
+  Status prepareParent(const std::string& root, const std::string& parent, const CgroupLimits& limits) {
     std::vector<std::string> wanted;
-    auto rootRead = readFile(*root + "/cgroup.controllers");
+    auto rootRead = readFile(root + "/cgroup.controllers");
     std::string rootAvail = rootRead ? *rootRead : std::string();
     // memory and pids also give accounting (peak, OOM kills), so take them when they exist
     // even without a limit; a limit without its controller is an error below.
     if (limits.memoryBytes || hasWord(rootAvail, "memory")) wanted.push_back("memory");
     if (limits.pids || hasWord(rootAvail, "pids")) wanted.push_back("pids");
     if (!limits.cpus.empty()) wanted.push_back("cpuset");
-    std::string parentDir = *root + "/" + parent;
-    if (auto st = makeDirs(*root, parent); !st) return st;
-    if (auto st = enableControllers(*root, parent, wanted); !st) return st;
+    if (auto st = makeDirs(root, parent); !st) return st;
+    return enableControllers(root, parent, wanted);
+  }
 
+  Status makeLeaf(const std::string& parentDir, const std::string& leaf) {
     dir_ = parentDir + "/" + leaf;
     if (::mkdir(dir_.c_str(), 0755) != 0) {
       auto e = errnoError("cannot create cgroup '" + dir_ + "'");
