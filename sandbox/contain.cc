@@ -19,6 +19,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
+#include "sandbox/spin.h"
 #include "sandbox/user.h"
 
 namespace akad::box {
@@ -64,8 +65,9 @@ struct Entry {
   std::unique_ptr<SeccompPolicy> policy;  // null: no filter
 };
 
-// Waits for akabox to release the init and takes what it hands over.
-Result<Entry> receiveEntry(int channelFd) {
+// Waits for akabox to release the init and takes what it hands over. With `spin`, it polls
+// for up to a millisecond first: akabox's message then arrives without waking this CPU.
+Result<Entry> receiveEntry(int channelFd, bool spin) {
   EntryMessage m;
   std::unique_ptr<char[]> filter(new char[kMaxFilterBytes]);  // not zero-filled: only what arrives is read
   iovec iov[2] = {{&m, sizeof(m)}, {filter.get(), kMaxFilterBytes}};
@@ -75,9 +77,18 @@ Result<Entry> receiveEntry(int channelFd) {
   msg.msg_iovlen = 2;
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
-  ssize_t got;
-  do got = ::recvmsg(channelFd, &msg, MSG_CMSG_CLOEXEC);
-  while (got < 0 && errno == EINTR);
+  ssize_t got = -1;
+  int err = EAGAIN;
+  for (const double until = spin ? monotonicS() + 0.001 : 0; spin && monotonicS() < until;) {
+    got = ::recvmsg(channelFd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (got >= 0) break;
+    err = errno;
+    if (err != EAGAIN && err != EINTR) break;
+  }
+  if (got < 0 && (err == EAGAIN || err == EINTR)) {
+    do got = ::recvmsg(channelFd, &msg, MSG_CMSG_CLOEXEC);
+    while (got < 0 && errno == EINTR);
+  }
   if (got < 0) return errnoError("recvmsg(waiting for akabox)");
   if (got < static_cast<ssize_t>(sizeof(m))) return Error{"akabox went away before releasing the sandbox"};
   std::vector<int> fds;
@@ -275,7 +286,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // Meanwhile akabox prepares the cgroup and the seccomp policy, and its thread the network
   // namespace (net.h): the cores work in parallel.
   auto receive = [&] {
-    auto e = receiveEntry(c.channelFd);
+    auto e = receiveEntry(c.channelFd, c.spin);
     if (!e) must(c, e.error(), "waiting for akabox");
     return std::move(*e);
   };

@@ -70,6 +70,9 @@ struct ContainContext {
   // The init is born with akabox's SCHED_BATCH and off akabox's CPU (subproc.cc says why);
   // before it starts the command it takes back akabox's scheduling policy and CPU set.
   Placement placement;
+  // Spare CPUs (spinningPays() in subproc.h): the init polls for akabox's hand-overs for a
+  // moment before it sleeps.
+  bool spin = false;
 };
 
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.

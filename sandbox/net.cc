@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "sandbox/spin.h"
+
 namespace akad::box {
 namespace {
 
@@ -44,12 +46,19 @@ const char* makeNamespace(int& fd) {
 }  // namespace
 
 NetworkNamespaceMaker::~NetworkNamespaceMaker() {
-  waitDone();
+  waitDone(false);
   if (fd_ >= 0) ::close(fd_);
 }
 
-void NetworkNamespaceMaker::waitDone() {
+void NetworkNamespaceMaker::waitDone(bool spin) {
   if (!running_) return;
+  if (spin) {
+    const double until = monotonicS() + 0.001;
+    for (int i = 0; __atomic_load_n(&done_, __ATOMIC_ACQUIRE) == 0; ++i) {
+      cpuRelax();
+      if ((i & 63) == 0 && monotonicS() >= until) break;
+    }
+  }
   while (__atomic_load_n(&done_, __ATOMIC_ACQUIRE) == 0)
     ::syscall(SYS_futex, &done_, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
   running_ = false;
@@ -92,8 +101,8 @@ void* NetworkNamespaceMaker::run(void* arg) {
   return nullptr;  // the thread ends; the descriptor keeps the namespace
 }
 
-Result<UniqueFd> NetworkNamespaceMaker::take() {
-  waitDone();
+Result<UniqueFd> NetworkNamespaceMaker::take(bool spin) {
+  waitDone(spin);
   if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);
   if (fd_ < 0) return Error{"network namespace: not started"};
   UniqueFd fd(fd_);

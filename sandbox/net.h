@@ -27,12 +27,13 @@ class NetworkNamespaceMaker {
 
   // Starts the thread (with every signal blocked: signals are for akabox's main thread).
   Status start();
-  // Waits for the thread's outcome and returns the namespace, or what failed.
-  Result<UniqueFd> take();
+  // Waits for the thread's outcome and returns the namespace, or what failed. With `spin`,
+  // it polls for up to a millisecond before it sleeps (subproc.h's spinningPays()).
+  Result<UniqueFd> take(bool spin);
 
  private:
   static void* run(void* self);
-  void waitDone();
+  void waitDone(bool spin);
   // The thread is detached and says it is done through this word (a futex): its own exit
   // takes a tenth of a millisecond more, which nobody needs to wait for. After setting it,
   // the thread touches nothing of this object.

@@ -74,7 +74,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     entry.cgroupJoin.push_back(std::move(fd));
   }
   if (spec.net == NetMode::None) {
-    auto ns = netns.take();
+    auto ns = netns.take(spinningPays());
     if (!ns) return ns.error();
     entry.netns = std::move(*ns);
   }

@@ -13,21 +13,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 
 #include "common/unique_fd.h"
 #include "sandbox/contain.h"
+#include "sandbox/spin.h"
 
 namespace akad::box {
 namespace {
-
-double nowS() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 struct Pipe {
   UniqueFd read, write;
@@ -89,6 +85,16 @@ void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd) {
 
 }  // namespace
 
+bool spinningPays() {
+  static const bool pays = [] {
+    const char* force = std::getenv("AKABOX_SPIN");
+    if (force && (std::strcmp(force, "0") == 0 || std::strcmp(force, "1") == 0)) return force[0] == '1';
+    cpu_set_t cpus;
+    return ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 4;
+  }();
+  return pays;
+}
+
 Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req) {
   std::unique_ptr<SandboxInit> self(new SandboxInit());
   self->req_ = req;
@@ -137,7 +143,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   place.restoreCpus = here >= 0 && here < CPU_SETSIZE && ::sched_getaffinity(0, sizeof(place.cpus), &place.cpus) == 0 &&
                       CPU_COUNT(&place.cpus) >= 2 && CPU_ISSET(here, &place.cpus);
 
-  self->t0_ = nowS();
+  self->t0_ = monotonicS();
   int pidfd = -1;
   clone_args args{};
   args.flags = cloneFlags(req.spec->mountTemplate) | CLONE_PIDFD;
@@ -169,6 +175,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.stdoutFd = out->write.get();
     c.stderrFd = err->write.get();
     c.placement = place;
+    c.spin = spinningPays();
     runSandboxInit(c);
   }
   self->pid_ = static_cast<pid_t>(pid);
@@ -276,7 +283,7 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
 
   while (!initDone || outOpen || errOpen || repOpen) {
     int timeoutMs = -1;
-    const double now = nowS();
+    const double now = monotonicS();
     if (!initDone && ex.killedFor == KillReason::None) {
       if (wallDeadline > 0) {
         if (now >= wallDeadline) killInit(KillReason::WallTime);
@@ -329,8 +336,8 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
         switch (m.kind) {
           case ReportMessage::SetupFailed: ex.setupError = m.text; ex.setupExitCode = 125; break;
           case ReportMessage::ExecFailed: ex.setupError = m.text; ex.setupExitCode = m.value == ENOENT ? 127 : 126; break;
-          case ReportMessage::CommandExited: ex.commandExited = true; ex.exitCode = m.value; spinUntil = nowS() + 0.002; break;
-          case ReportMessage::CommandSignaled: ex.commandSignaled = true; ex.signal = m.value; spinUntil = nowS() + 0.002; break;
+          case ReportMessage::CommandExited: ex.commandExited = true; ex.exitCode = m.value; spinUntil = monotonicS() + 0.002; break;
+          case ReportMessage::CommandSignaled: ex.commandSignaled = true; ex.signal = m.value; spinUntil = monotonicS() + 0.002; break;
         }
       }
     }
@@ -364,7 +371,7 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
   int status = 0;
   if (::wait4(pid_, &status, __WALL, &ex.usage) < 0) return errnoError("wait4(sandbox init)");
   reaped_ = true;
-  ex.wallS = nowS() - t0_;
+  ex.wallS = monotonicS() - t0_;
   if (spec.commandIsPid1 && !ex.setupError) {
     if (WIFEXITED(status)) { ex.commandExited = true; ex.exitCode = WEXITSTATUS(status); }
     else if (WIFSIGNALED(status)) { ex.commandSignaled = true; ex.signal = WTERMSIG(status); }

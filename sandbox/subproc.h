@@ -60,6 +60,14 @@ struct SandboxExit {
   SeccompViolations violations;
 };
 
+// Whether waiting for a hand-over (the init for akabox's messages, akabox for its
+// network-namespace thread) should poll for a moment before it sleeps: with four CPUs or
+// more, a waiter's CPU is otherwise idle, and waking an idle virtual CPU costs tens of
+// microseconds per hand-over (on the GPU machine); with two, polling would take the CPU the
+// other side needs. AKABOX_SPIN=1 or 0 overrides the choice (the tests use it to run the
+// polling paths on a two-CPU machine).
+bool spinningPays();
+
 // The sandbox's init from clone3 to its reaping. Until it is reaped, destroying this kills it
 // (SIGKILL through its pidfd; the kernel then kills its whole pid namespace) and reaps it, so
 // a failure between start and supervise leaves no process behind.
