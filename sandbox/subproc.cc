@@ -56,12 +56,12 @@ int receiveFd(int sock) {
 }
 
 unsigned long cloneFlags(bool mountTemplate) {
-  // The user namespace is created later by the command itself (user.h says why); the cgroup
-  // namespace by the init once it is inside its cgroup; the network namespace by akabox
-  // while the init builds its mounts (net.h), entered by the init on release. With a mount
-  // template the init copies the template's mount namespace (received on release) instead of
-  // akabox's, and makes its network namespace itself meanwhile.
-  return (mountTemplate ? 0 : CLONE_NEWNS) | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+  // Only what must exist at birth: the pid namespace (the init is its pid 1) and, without a
+  // template, the mount namespace the init builds. The init unshares its ipc and uts
+  // namespaces itself, its cgroup namespace once it is inside its cgroup, and the command its
+  // user namespace (user.h says why); the network namespace comes from akabox's thread
+  // (net.h), and with a template the init copies the template's mount namespace.
+  return (mountTemplate ? 0 : CLONE_NEWNS) | CLONE_NEWPID;
 }
 
 // The init's exit tears its mount namespace down (every mount of the sandbox unmounted, then
@@ -160,7 +160,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     CPU_CLR(here, &others);
     (void)::sched_setaffinity(static_cast<pid_t>(pid), sizeof(others), &others);
   }
-  if (pid < 0) return errnoError("clone3(new mount, pid, ipc, uts namespaces)", cloneErr);
+  if (pid < 0) return errnoError("clone3(new pid and mount namespaces)", cloneErr);
   if (pid == 0) {
     ContainContext c;
     c.spec = req.spec;

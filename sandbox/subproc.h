@@ -77,9 +77,9 @@ class SandboxInit {
   SandboxInit(const SandboxInit&) = delete;
   SandboxInit& operator=(const SandboxInit&) = delete;
 
-  // clone3 into new pid, ipc and uts namespaces, and a new mount namespace unless the spec
-  // copies a mount template. The init starts building its mount namespace (or, with a
-  // template, making its network namespace) at once and then waits for release().
+  // clone3 into a new pid namespace, and a new mount namespace unless the spec copies a mount
+  // template. The init makes its ipc and uts namespaces, starts building its mount namespace
+  // (or waits for the template, handMountTemplate()) at once and then waits for release().
   static Result<std::unique_ptr<SandboxInit>> start(const SpawnRequest& req);
 
   // With a mount template: hands the init the template first, so that it copies it while

@@ -106,6 +106,23 @@ TEST_F(BoxTest, CommandKeepsTheCallersCpuSetAndPolicy) {
   }
 }
 
+// Each namespace is made at a different point of the spawn (clone3, the init, the command,
+// akabox's thread): the command must be in a new one of every kind, none of them the host's.
+TEST_F(BoxTest, EveryNamespaceIsTheSandboxsOwn) {
+  const std::vector<std::string> kinds = {"ipc", "uts", "net", "pid", "mnt", "cgroup", "user"};
+  std::string script;
+  for (const auto& k : kinds) script += "echo " + k + "=$(readlink /proc/self/ns/" + k + "); ";
+  BoxRun r = run({}, {"/bin/sh", "-c", script});
+  ASSERT_EQ(r.exitStatus, 0) << r.err;
+  for (const auto& k : kinds) {
+    char host[128] = {};
+    ASSERT_GT(::readlink(("/proc/self/ns/" + k).c_str(), host, sizeof(host) - 1), 0);
+    std::string inside = value(r.out, k);
+    EXPECT_EQ(inside.rfind(k + ":[", 0), 0u) << k << ": " << r.out;
+    EXPECT_NE(inside, host) << k << " is the host's";
+  }
+}
+
 TEST_F(BoxTest, SignalledCommandGives128PlusSignal) {
   BoxRun r = run({}, {probe(), "kill-self", "15"});
   EXPECT_EQ(r.exitStatus, 128 + 15);
