@@ -101,6 +101,19 @@ void* NetworkNamespaceMaker::run(void* arg) {
   return nullptr;  // the thread ends; the descriptor keeps the namespace
 }
 
+Result<UniqueFd> NetworkNamespaceMaker::makeHere() {
+  UniqueFd own(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!own.valid()) return errnoError("open /proc/thread-self/ns/net (akabox's own network namespace)");
+  int fd = -1;
+  const char* failed = makeNamespace(fd);
+  const int err = errno;
+  UniqueFd made(fd);
+  // Back home first, whatever happened: akabox must not stay in the sandbox's namespace.
+  if (::setns(own.get(), CLONE_NEWNET) != 0) return errnoError("setns back to akabox's own network namespace");
+  if (failed) return errnoError(std::string("network namespace: ") + failed, err);
+  return made;
+}
+
 Result<UniqueFd> NetworkNamespaceMaker::take(bool spin) {
   waitDone(spin);
   if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);

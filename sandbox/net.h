@@ -27,9 +27,16 @@ class NetworkNamespaceMaker {
 
   // Starts the thread (with every signal blocked: signals are for akabox's main thread).
   Status start();
+  bool running() const { return running_; }
   // Waits for the thread's outcome and returns the namespace, or what failed. With `spin`,
   // it polls for up to a millisecond before it sleeps (subproc.h's spinningPays()).
   Result<UniqueFd> take(bool spin);
+
+  // Without the thread: makes the namespace from the calling thread, which steps into it and
+  // straight back into its own. For two CPUs without a mount template, where the thread would
+  // take turns with the init's mount build (the longest part), while akabox's own share of
+  // the set-up leaves room for it.
+  static Result<UniqueFd> makeHere();
 
  private:
   static void* run(void* self);

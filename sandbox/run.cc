@@ -74,7 +74,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     entry.cgroupJoin.push_back(std::move(fd));
   }
   if (spec.net == NetMode::None) {
-    auto ns = netns.take(spinningPays());
+    auto ns = netns.running() ? netns.take(spinningPays()) : NetworkNamespaceMaker::makeHere();
     if (!ns) return ns.error();
     entry.netns = std::move(*ns);
   }
@@ -90,9 +90,10 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
     return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
 
-  // First, so that it runs beside everything else (net.h).
+  // First, so that it runs beside everything else (net.h); on two CPUs without a template,
+  // akabox makes it in its own share of the set-up instead.
   NetworkNamespaceMaker netns;
-  if (spec.net == NetMode::None)
+  if (spec.net == NetMode::None && (spec.mountTemplate || usableCpus() >= 3))
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
   auto ids = outsideIds(spec);

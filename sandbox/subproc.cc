@@ -85,12 +85,19 @@ void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd) {
 
 }  // namespace
 
+int usableCpus() {
+  static const int n = [] {
+    cpu_set_t cpus;
+    return ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  }();
+  return n;
+}
+
 bool spinningPays() {
   static const bool pays = [] {
     const char* force = std::getenv("AKABOX_SPIN");
     if (force && (std::strcmp(force, "0") == 0 || std::strcmp(force, "1") == 0)) return force[0] == '1';
-    cpu_set_t cpus;
-    return ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 4;
+    return usableCpus() >= 4;
   }();
   return pays;
 }

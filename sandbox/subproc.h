@@ -68,6 +68,9 @@ struct SandboxExit {
 // polling paths on a two-CPU machine).
 bool spinningPays();
 
+// The CPUs akabox may run on (its affinity mask), read once.
+int usableCpus();
+
 // The sandbox's init from clone3 to its reaping. Until it is reaped, destroying this kills it
 // (SIGKILL through its pidfd; the kernel then kills its whole pid namespace) and reaps it, so
 // a failure between start and supervise leaves no process behind.
