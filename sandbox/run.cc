@@ -40,8 +40,9 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 // What akabox prepares after clone3, while its thread makes the network namespace and the
 // init builds its mount namespace (without a template) or copies the template (with one,
 // handed over first): the cores work in parallel. That is the mount template's descriptor,
-// the cgroup with its limits (v1: from detection on; v2: the directory had to exist before
-// clone3), the seccomp policy and at last the network namespace.
+// the cgroup (v1: from detection on, with its `tasks` files opened; v2: the directory had to
+// exist before clone3), the seccomp policy and at last the network namespace. The limits
+// come after the release (runSandbox).
 Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
                                   std::optional<CgroupVersion>& version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy,

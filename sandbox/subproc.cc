@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "common/unique_fd.h"
@@ -75,12 +76,16 @@ void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd) {
   UniqueFd ns(::open(("/proc/" + std::to_string(initPid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd done(::fcntl(initPidFd, F_DUPFD_CLOEXEC, 3));
   if (!ns.valid() || !done.valid()) return;  // no shortcut: the init's exit does the work
-  std::thread([ns = std::move(ns), done = std::move(done)]() mutable {
-    pollfd p{done.get(), POLLIN, 0};
-    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
-    }
-    ns.reset();
-  }).detach();
+  try {
+    std::thread([ns = std::move(ns), done = std::move(done)]() mutable {
+      pollfd p{done.get(), POLLIN, 0};
+      while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+      }
+      ns.reset();
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread: the descriptors close here and the init's exit does the work as before.
+  }
 }
 
 }  // namespace
