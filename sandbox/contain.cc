@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "sandbox/cpu.h"
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
-#include "sandbox/spin.h"
 #include "sandbox/user.h"
 
 namespace akad::box {

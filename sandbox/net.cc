@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "sandbox/spin.h"
+#include "sandbox/cpu.h"
 
 namespace akad::box {
 namespace {
@@ -71,13 +71,8 @@ Status NetworkNamespaceMaker::start() {
   (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   // Off akabox's CPU, where a new thread would otherwise start and stay on a scheduler that
   // packs tasks (subproc.cc, "Placement"): it would only take turns with akabox.
-  cpu_set_t cpus;
-  const int here = ::sched_getcpu();
-  if (here >= 0 && here < CPU_SETSIZE && ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2 &&
-      CPU_ISSET(here, &cpus)) {
-    CPU_CLR(here, &cpus);
-    (void)::pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus);
-  }
+  cpu_set_t mine, others;
+  if (cpusBesidesThisOne(mine, others)) (void)::pthread_attr_setaffinity_np(&attr, sizeof(others), &others);
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -21,7 +21,7 @@
 
 #include "common/unique_fd.h"
 #include "sandbox/contain.h"
-#include "sandbox/spin.h"
+#include "sandbox/cpu.h"
 
 namespace akad::box {
 namespace {
@@ -151,9 +151,10 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     sched_param batch{};
     place.restorePolicy = ::sched_setscheduler(0, SCHED_BATCH, &batch) == 0;
   }
-  const int here = ::sched_getcpu();
-  place.restoreCpus = here >= 0 && here < CPU_SETSIZE && ::sched_getaffinity(0, sizeof(place.cpus), &place.cpus) == 0 &&
-                      CPU_COUNT(&place.cpus) >= 2 && CPU_ISSET(here, &place.cpus);
+  cpu_set_t others;
+  place.restoreCpus = cpusBesidesThisOne(place.cpus, others);
+  // Decided here, not in the init: there the CPU set is the one akabox narrows below.
+  const bool spin = spinningPays();
 
   self->t0_ = monotonicS();
   int pidfd = -1;
@@ -167,11 +168,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
   int cloneErr = errno;
-  if (pid > 0 && place.restoreCpus) {
-    cpu_set_t others = place.cpus;
-    CPU_CLR(here, &others);
-    (void)::sched_setaffinity(static_cast<pid_t>(pid), sizeof(others), &others);
-  }
+  if (pid > 0 && place.restoreCpus) (void)::sched_setaffinity(static_cast<pid_t>(pid), sizeof(others), &others);
   if (pid < 0) return errnoError("clone3(new pid and mount namespaces)", cloneErr);
   if (pid == 0) {
     ContainContext c;
@@ -187,7 +184,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.stdoutFd = out->write.get();
     c.stderrFd = err->write.get();
     c.placement = place;
-    c.spin = spinningPays();
+    c.spin = spin;
     runSandboxInit(c);
   }
   self->pid_ = static_cast<pid_t>(pid);
@@ -348,9 +345,10 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
         switch (m.kind) {
           case ReportMessage::SetupFailed: ex.setupError = m.text; ex.setupExitCode = 125; break;
           case ReportMessage::ExecFailed: ex.setupError = m.text; ex.setupExitCode = m.value == ENOENT ? 127 : 126; break;
-          case ReportMessage::CommandExited: ex.commandExited = true; ex.exitCode = m.value; spinUntil = monotonicS() + 0.002; break;
-          case ReportMessage::CommandSignaled: ex.commandSignaled = true; ex.signal = m.value; spinUntil = monotonicS() + 0.002; break;
+          case ReportMessage::CommandExited: ex.commandExited = true; ex.exitCode = m.value; break;
+          case ReportMessage::CommandSignaled: ex.commandSignaled = true; ex.signal = m.value; break;
         }
+        if (m.kind == ReportMessage::CommandExited || m.kind == ReportMessage::CommandSignaled) spinUntil = monotonicS() + 0.002;
       }
     }
     if (ready(iSig)) {
