@@ -76,8 +76,14 @@ void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd) {
   UniqueFd ns(::open(("/proc/" + std::to_string(initPid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd done(::fcntl(initPidFd, F_DUPFD_CLOEXEC, 3));
   if (!ns.valid() || !done.valid()) return;  // no shortcut: the init's exit does the work
+  // Off akabox's CPU: woken there, the thread would wait behind akabox's accounting (both
+  // are SCHED_BATCH) and do the teardown in akabox's exit after all, while the CPU the
+  // init left idles.
+  cpu_set_t all, others;
+  const bool move = cpusBesidesThisOne(all, others);
   try {
-    std::thread([ns = std::move(ns), done = std::move(done)]() mutable {
+    std::thread([ns = std::move(ns), done = std::move(done), move, others]() mutable {
+      if (move) (void)::sched_setaffinity(0, sizeof(others), &others);
       pollfd p{done.get(), POLLIN, 0};
       while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
       }
