@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 #include <boost/asio.hpp>
 #include <filesystem>
@@ -112,6 +114,7 @@ int main(int argc, char** argv) {
   std::string akacheck;
   uid_t sandboxUid = 101000;
   std::string cgroupParent = "akad";
+  std::string mountTemplates;
   app.set_version_flag("--version", std::string("akad ") + kVersion + " (protocol " +
                                         std::to_string(kProtocolVersion) + ")");
   app.add_option("--socket", socketPath, "Unix socket to listen on ($AKAD_SOCKET; /run/akad/akad.sock as root)")
@@ -138,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup-parent", cgroupParent,
                  "Cgroup under which every sandbox of this daemon is made (cleaned at start-up)")
       ->capture_default_str();
+  app.add_option("--mount-templates", mountTemplates,
+                 "Where akabox keeps the daemon's mount templates (default <state-dir>/mount-templates; off: build every "
+                 "sandbox's mounts from scratch); removed at start-up and shutdown");
   app.add_option("--akacheck", akacheck, "The trusted checker (default: beside akad, or the build tree)");
   try {
     app.parse(argc, argv);
@@ -182,6 +188,24 @@ int main(int argc, char** argv) {
                         nowIso8601(), "none (runs stay queued)", {}, nullptr, nullptr, nullptr, agentsDir, imagesDir};
 
   setDefaultCgroupParent(cgroupParent);
+  if (mountTemplates.empty()) mountTemplates = (fs::path(stateDir) / "mount-templates").string();
+  if (mountTemplates != "off") {
+    // akabox keeps templates only in a directory that root owns and only root can write.
+    if (::geteuid() != 0) {
+      log::info("mount templates off: akad is not root");
+    } else {
+      struct stat st {};
+      if (::mkdir(mountTemplates.c_str(), 0700) != 0 && errno != EEXIST) {
+        log::error("--mount-templates: cannot create ", mountTemplates, ": ", std::strerror(errno));
+        return 2;
+      }
+      if (::lstat(mountTemplates.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0) {
+        log::error("--mount-templates: ", mountTemplates, " must be a directory owned by root that only root can write");
+        return 2;
+      }
+      setMountTemplateDir(fs::absolute(mountTemplates).string());
+    }
+  }
   auto gpus = selectGpus(gpuList);
   if (!gpus) {
     log::error(gpus.error().message);

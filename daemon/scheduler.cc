@@ -1,8 +1,5 @@
 #include "daemon/scheduler.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 
 #include "common/log.h"
@@ -14,26 +11,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace akad {
-namespace {
-
-// Kills whatever sandboxes a previous daemon left in our cgroup parent (after kill -9 the
-// akabox processes die with it, but their cgroups stay).
-void cleanupStaleSandboxes() {
-  const std::string akabox = akaboxPath().string();
-  const std::string parent = defaultCgroupParent();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    execl(akabox.c_str(), akabox.c_str(), "cleanup", "--cgroup-parent", parent.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  if (pid > 0) ::waitpid(pid, &status, 0);
-  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    log::warn("akabox cleanup of stale sandboxes did not succeed (status ", status, ")");
-}
-
-}  // namespace
-
 Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snapshots, GpuLeases& gpus,
                      SchedulerConfig config)
     : store_(store), bus_(bus), snapshots_(snapshots), gpus_(gpus), config_(std::move(config)) {}
@@ -45,7 +22,9 @@ void Scheduler::publish(const std::vector<EventRecord>& events) {
 }
 
 Status Scheduler::start() {
-  cleanupStaleSandboxes();
+  // Whatever sandboxes a previous daemon left in our cgroup parent (after kill -9 the akabox
+  // processes die with it, but their cgroups stay), and its mount templates.
+  cleanupSandboxLeftovers();
   auto recovered = store_.recoverAttempts(config_.requeue_interrupted);
   if (!recovered) return recovered.error();
   publish(*recovered);
@@ -68,6 +47,8 @@ void Scheduler::stop() {
   wake_.notify_all();
   gpus_.wakeWaiters();
   for (auto& t : threads) t.join();
+  // No sandbox runs now: the mount templates go with the daemon.
+  if (!mountTemplateDir().empty()) cleanupSandboxLeftovers();
 }
 
 void Scheduler::wake() {

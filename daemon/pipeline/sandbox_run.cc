@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <sstream>
 
 #include "akad/version.h"
+#include "common/log.h"
 #include "common/unique_fd.h"
 
 namespace fs = std::filesystem;
@@ -18,6 +20,7 @@ namespace akad {
 namespace {
 constexpr std::size_t kMaxResultBytes = 1 << 20;
 std::string g_cgroupParent = "akad";
+std::string g_mountTemplateDir;
 
 std::string formatSeconds(double s) {
   std::ostringstream os;
@@ -50,6 +53,44 @@ void SandboxCanceller::detach() { pid_ = 0; }
 
 void setDefaultCgroupParent(const std::string& parent) { g_cgroupParent = parent; }
 const std::string& defaultCgroupParent() { return g_cgroupParent; }
+void setMountTemplateDir(const std::string& dir) { g_mountTemplateDir = dir; }
+const std::string& mountTemplateDir() { return g_mountTemplateDir; }
+
+namespace {
+// akabox's whole environment: it gets nothing else from the daemon.
+std::vector<std::string> akaboxEnvironment() {
+  std::vector<std::string> env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                  std::string("AKAD_DATA_DIR=") + (std::getenv("AKAD_DATA_DIR") ? std::getenv("AKAD_DATA_DIR") : kSourceRoot)};
+  if (!g_mountTemplateDir.empty()) env.push_back("AKABOX_TEMPLATE_DIR=" + g_mountTemplateDir);
+  return env;
+}
+
+std::vector<char*> pointersTo(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+}  // namespace
+
+void cleanupSandboxLeftovers() {
+  std::vector<std::string> args = {akaboxPath().string(), "cleanup", "--cgroup-parent", g_cgroupParent};
+  if (!g_mountTemplateDir.empty()) args.push_back("--templates");
+  std::vector<std::string> env = akaboxEnvironment();
+  std::vector<char*> argv = pointersTo(args), envp = pointersTo(env);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid > 0)
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    log::warn("akabox cleanup of leftover sandboxes", g_mountTemplateDir.empty() ? "" : " and mount templates",
+              " did not succeed (status ", status, ")");
+}
 
 fs::path akaboxPath() {
   if (const char* env = std::getenv("AKABOX"); env != nullptr && *env != '\0') return env;
@@ -83,6 +124,7 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
   if (!r.stdout_file.empty()) add("--stdout", r.stdout_file.string());
   if (!r.stderr_file.empty()) add("--stderr", r.stderr_file.string());
   add("--cgroup-parent", r.cgroup_parent.empty() ? defaultCgroupParent() : r.cgroup_parent);
+  if (!g_mountTemplateDir.empty()) a.push_back("--mount-template");
   add("--result-fd", "3");
   a.push_back("--");
   a.insert(a.end(), r.command.begin(), r.command.end());
@@ -92,13 +134,11 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
 Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCanceller* canceller) {
   if (request.command.empty()) return Error{"sandbox request without a command"};
   const std::vector<std::string> args = akaboxArgv(akaboxPath(), request);
-  std::vector<char*> argv;
-  for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
+  std::vector<std::string> argStrings = args;
+  std::vector<char*> argv = pointersTo(argStrings);
   // akabox gets a clean environment; the sandbox's own environment comes from --env.
-  std::string path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  std::string dataDir = std::string("AKAD_DATA_DIR=") + (std::getenv("AKAD_DATA_DIR") ? std::getenv("AKAD_DATA_DIR") : kSourceRoot);
-  char* envp[] = {path.data(), dataDir.data(), nullptr};
+  std::vector<std::string> env = akaboxEnvironment();
+  std::vector<char*> envp = pointersTo(env);
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return errnoError("cannot create the result pipe for akabox");
@@ -113,7 +153,7 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed daemon takes its sandboxes with it
     if (nullFd.get() >= 0) ::dup2(nullFd.get(), 0);
     ::dup2(writeEnd.get(), 3);  // dup2 clears FD_CLOEXEC on the copy
-    ::execve(argv[0], argv.data(), envp);
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   writeEnd.reset();

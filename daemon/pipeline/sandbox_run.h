@@ -46,6 +46,16 @@ struct SandboxRequest {
 void setDefaultCgroupParent(const std::string& parent);
 const std::string& defaultCgroupParent();
 
+// Where akabox keeps this daemon's mount templates (akad --mount-templates; docs/akabox.md,
+// "Mount templates"): every sandbox then runs with --mount-template and copies a kept static
+// root instead of building one. Empty: off. `cleanupSandboxLeftovers` removes them.
+void setMountTemplateDir(const std::string& dir);
+const std::string& mountTemplateDir();
+
+// `akabox cleanup` of the daemon's cgroup parent, and of its mount templates when they are on.
+// A warning in the log when it does not succeed.
+void cleanupSandboxLeftovers();
+
 struct SandboxOutcome {
   nlohmann::json result;  // akabox's result JSON (docs/akabox.md)
   std::string status;     // exited | signaled | wall-timeout | cpu-timeout | oom | output-limit | setup-failed

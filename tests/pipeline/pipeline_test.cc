@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -49,6 +50,20 @@ std::vector<pid_t> processesMentioning(const std::string& marker) {
   return out;
 }
 
+// Mounts in this (the host's) mount namespace at or under `dir`, as "ID PATH": the daemon's
+// mount templates are binds of namespace files there, and the ID tells a remade one apart.
+std::vector<std::string> mountsUnder(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::istringstream in(readFile("/proc/self/mountinfo"));
+  const std::string prefix = dir.string();
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point.rfind(prefix, 0) == 0) out.push_back(id + " " + point);
+  }
+  return out;
+}
 
 class PipelineDaemon {
  public:
@@ -114,6 +129,8 @@ class PipelineDaemon {
     EXPECT_TRUE(processesMentioning(marker).empty()) << "a sandbox process outlived its attempt";
     EXPECT_TRUE(cgroupsUnder(parent_).empty()) << "a sandbox cgroup was left under " << parent_;
   }
+  // The daemon's kept mount templates (akad --mount-templates, default <state>/mount-templates).
+  std::vector<std::string> templateMounts() const { return mountsUnder(paths_.stateDir / "mount-templates"); }
 
   const DaemonProcess::Paths& paths() const { return paths_; }
   const std::string& cgroupParent() const { return parent_; }
@@ -133,7 +150,10 @@ class PipelineTest : public ::testing::Test {
     daemon_->start();
   }
   static void TearDownTestSuite() {
+    // A daemon that stops takes its mount templates with it.
     daemon_->stop();
+    const auto left = daemon_->templateMounts();
+    EXPECT_TRUE(left.empty()) << "a mount template outlived the daemon: " << (left.empty() ? "" : left.front());
     daemon_->expectNothingLeft();
     delete daemon_;
   }
@@ -168,6 +188,8 @@ TEST_F(PipelineTest, NoopAgentScoresAboutOne) {
   EXPECT_TRUE(result(a).at("correct").get<bool>());
   EXPECT_NEAR(result(a).at("speedup").get<double>(), 1.0, 0.25);
   EXPECT_NEAR(result(a).at("held_out_speedup").get<double>(), 1.0, 0.35);
+  // The agent's and the scorer's sandboxes copied kept mount templates (akad's default).
+  EXPECT_FALSE(daemon_->templateMounts().empty()) << "no mount template was kept while the daemon ran";
 }
 
 TEST_F(PipelineTest, BrokenAgentScoresZeroWithACompileReason) {
@@ -453,8 +475,13 @@ TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
   for (int i = 0; i < 50 && !processesMentioning(d.paths().stateDir.string()).empty(); ++i)
     std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(processesMentioning(d.paths().stateDir.string()).empty());
+  // Its mount templates stay (nobody removed them); the next daemon removes them first.
+  const auto kept = d.templateMounts();
+  EXPECT_FALSE(kept.empty());
 
   d.start();
+  for (const auto& m : d.templateMounts())
+    EXPECT_EQ(std::find(kept.begin(), kept.end(), m), kept.end()) << "the killed daemon's template " << m << " is still there";
   json attempts = d.waitRun(id);
   ASSERT_EQ(attempts.size(), 2u);
   for (const json& a : attempts) EXPECT_EQ(a.at("state"), "scored") << a.dump();
@@ -465,6 +492,7 @@ TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
   for (const auto& [attempt, n] : scoredCount) EXPECT_EQ(n, 1) << "attempt " << attempt << " scored " << n << " times";
   EXPECT_TRUE(sawRecovery) << "the restart should have recorded why the attempt ran again";
   d.stop();
+  EXPECT_TRUE(d.templateMounts().empty());
   d.expectNothingLeft();
 }
 
