@@ -155,32 +155,41 @@ class CgroupV1 final : public SandboxCgroup {
     return readNumber(cpuacct_ + "/cpuacct.usage");
   }
 
-  std::vector<std::string> usageFiles() const {
-    std::vector<std::string> f = {memory_ + "/memory.max_usage_in_bytes", memory_ + "/memory.oom_control", pids_ + "/pids.peak"};
-    if (!cpuacct_.empty()) f.insert(f.end(), {cpuacct_ + "/cpuacct.usage", cpuacct_ + "/cpuacct.stat"});
-    return f;
+  // The accounting files by what they hold; cpuacct's only where that hierarchy is used.
+  struct UsagePaths {
+    std::string peak, oomControl, pidsPeak, cpuUsage, cpuStat;
+  };
+  UsagePaths usagePaths() const {
+    UsagePaths p{memory_ + "/memory.max_usage_in_bytes", memory_ + "/memory.oom_control", pids_ + "/pids.peak", {}, {}};
+    if (!cpuacct_.empty()) {
+      p.cpuUsage = cpuacct_ + "/cpuacct.usage";
+      p.cpuStat = cpuacct_ + "/cpuacct.stat";
+    }
+    return p;
   }
 
   void prepareUsage() override {
-    for (const auto& f : usageFiles()) usageFiles_.open(f);
+    const UsagePaths p = usagePaths();
+    for (const std::string* f : {&p.peak, &p.oomControl, &p.pidsPeak, &p.cpuUsage, &p.cpuStat})
+      if (!f->empty()) usageFiles_.open(*f);
   }
 
   CgroupUsage usage() override {
-    const auto f = usageFiles();
-    auto number = [&](size_t i) -> std::optional<uint64_t> {
-      auto t = usageFiles_.read(f[i]);
+    const UsagePaths p = usagePaths();
+    auto number = [&](const std::string& path) -> std::optional<uint64_t> {
+      auto t = usageFiles_.read(path);
       return t ? parseNumber(*t) : std::nullopt;
     };
     CgroupUsage u;
-    u.peakMemoryBytes = number(0);
-    auto oom = usageFiles_.read(f[1]);
+    u.peakMemoryBytes = number(p.peak);
+    auto oom = usageFiles_.read(p.oomControl);
     u.oomKills = oom ? parseKeyValue(*oom, "oom_kill").value_or(0) : 0;
-    u.pidsPeak = number(2);
+    u.pidsPeak = number(p.pidsPeak);
     if (!cpuacct_.empty()) {
-      u.cpuNs = number(3);
+      u.cpuNs = number(p.cpuUsage);
       // cpuacct.stat counts USER_HZ ticks; the split is coarse, the total above is exact.
       static const uint64_t tickNs = 1000000000ull / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
-      if (auto stat = usageFiles_.read(f[4])) {
+      if (auto stat = usageFiles_.read(p.cpuStat)) {
         auto user = parseKeyValue(*stat, "user");
         auto sys = parseKeyValue(*stat, "system");
         if (user) u.userNs = *user * tickNs;

@@ -18,6 +18,7 @@
 
 #include "common/unique_fd.h"
 #include "sandbox/cpu.h"
+#include "sandbox/fdpass.h"
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
 #include "sandbox/user.h"
@@ -71,12 +72,12 @@ Result<Entry> receiveEntry(int channelFd, bool spin) {
   EntryMessage m;
   std::unique_ptr<char[]> filter(new char[kMaxFilterBytes]);  // not zero-filled: only what arrives is read
   iovec iov[2] = {{&m, sizeof(m)}, {filter.get(), kMaxFilterBytes}};
-  char control[CMSG_SPACE(sizeof(int) * kMaxEntryFds)] = {};
+  RightsBuffer control{};
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = 2;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  msg.msg_control = control.bytes;
+  msg.msg_controllen = sizeof(control.bytes);
   ssize_t got = -1;
   int err = EAGAIN;
   for (const double until = spin ? monotonicS() + 0.001 : 0; spin && monotonicS() < until;) {
@@ -91,20 +92,11 @@ Result<Entry> receiveEntry(int channelFd, bool spin) {
   }
   if (got < 0) return errnoError("recvmsg(waiting for akabox)");
   if (got < static_cast<ssize_t>(sizeof(m))) return Error{"akabox went away before releasing the sandbox"};
-  std::vector<int> fds;
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < n; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      fds.push_back(fd);
-    }
-  }
+  std::vector<UniqueFd> fds = takeRights(msg);
   Entry e;
   const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNetns + m.cgroupJoinCount);
   size_t i = 0;
-  auto next = [&] { return UniqueFd(i < fds.size() ? fds[i++] : -1); };
+  auto next = [&] { return i < fds.size() ? std::move(fds[i++]) : UniqueFd(); };
   if (m.hasMountTemplate) e.mountTemplate = next();
   if (m.hasNetns) e.netns = next();
   while (i < fds.size()) e.cgroupJoin.push_back(next());
@@ -181,18 +173,7 @@ Status resetSignals() {
 Status sendListener(int sock, int notifyFd) {
   char byte = 'n';
   iovec iov{&byte, 1};
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &notifyFd, sizeof(int));
-  if (::sendmsg(sock, &msg, 0) != 1) return errnoError("sendmsg(seccomp listener)");
+  if (sendWithRights(sock, &iov, 1, {notifyFd}, 0) != 1) return errnoError("sendmsg(seccomp listener)");
   return {};
 }
 

@@ -36,7 +36,6 @@ struct EntryMessage {
   uint8_t cgroupJoinCount = 0;
   uint32_t policyBytes = 0;
 };
-constexpr size_t kMaxEntryFds = 8;
 // A serialized filter: a header line and at most BPF_MAXINSNS instructions.
 constexpr size_t kMaxFilterBytes = 128 + BPF_MAXINSNS * sizeof(sock_filter);
 

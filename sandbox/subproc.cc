@@ -22,6 +22,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/contain.h"
 #include "sandbox/cpu.h"
+#include "sandbox/fdpass.h"
 
 namespace akad::box {
 namespace {
@@ -36,24 +37,20 @@ Result<Pipe> makePipe(const char* what) {
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
-int receiveFd(int sock) {
+// The one descriptor a message on `sock` carries (the command's seccomp listener); anything
+// more is closed.
+UniqueFd receiveFd(int sock) {
   char byte;
   iovec iov{&byte, 1};
-  char control[CMSG_SPACE(sizeof(int))] = {};
+  RightsBuffer control{};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) <= 0) return -1;
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-      return fd;
-    }
-  }
-  return -1;
+  msg.msg_control = control.bytes;
+  msg.msg_controllen = sizeof(control.bytes);
+  if (::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) <= 0) return UniqueFd();
+  std::vector<UniqueFd> fds = takeRights(msg);
+  return fds.empty() ? UniqueFd() : std::move(fds.front());
 }
 
 unsigned long cloneFlags(bool mountTemplate) {
@@ -248,24 +245,11 @@ Status SandboxInit::release(SandboxEntry entry) {
 }
 
 Status SandboxInit::sendEntry(const EntryMessage& m, const std::vector<int>& fds, const std::string& filter) {
-  if (fds.size() > kMaxEntryFds) return Error{"too many descriptors for the sandbox's init"};
+  if (fds.size() > kMaxPassedFds) return Error{"too many descriptors for the sandbox's init"};
   iovec iov[2] = {{const_cast<EntryMessage*>(&m), sizeof(m)}, {const_cast<char*>(filter.data()), filter.size()}};
-  char control[CMSG_SPACE(sizeof(int) * kMaxEntryFds)] = {};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
-  }
   // An init that already failed has closed its end; its report says why, so that is not
   // akabox's error.
-  if (::sendmsg(channel_.get(), &msg, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
+  if (sendWithRights(channel_.get(), iov, 2, fds, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
     return errnoError("sendmsg(to the sandbox's init)");
   return {};
 }
@@ -365,9 +349,8 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
       }
     }
     if (ready(iSock)) {
-      int fd = receiveFd(channel_.get());
-      if (fd >= 0) {
-        listener.reset(fd);
+      if (UniqueFd fd = receiveFd(channel_.get()); fd.valid()) {
+        listener = std::move(fd);
         // The command sends its listener after the init's mount namespace is final, and
         // akabox has nothing else to do while the command runs.
         releaseMountNamespaceWhenDone(pid_, pidFd_.get());
