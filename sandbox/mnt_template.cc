@@ -282,7 +282,9 @@ Status enterMountTemplate(const SandboxSpec& spec, const std::vector<DevicePasst
     if (::mount_setattr(t.fd.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
       return errnoError("mount_setattr('" + src + "')");
     if (auto st = makeMountPoint(dst, t.dir); !st) return st;
-    if (::move_mount(t.fd.get(), "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    // Like mount(2) in the full build, follow a symlink at the destination (resolved in the
+    // sandbox's root, which is set up by the host: /usr/local/cuda -> cuda-13.0).
+    if (::move_mount(t.fd.get(), "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_SYMLINKS) != 0)
       return errnoError("move_mount('" + src + "' to '" + dst + "')");
     t.fd.reset();
     return {};

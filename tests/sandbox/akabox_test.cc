@@ -417,6 +417,23 @@ TEST_F(BoxTest, PreparedRootDirectoryIsTheWholeReadOnlyView) {
 namespace akabox_test {
 namespace {
 
+// A bind whose destination is a symlink in the root (on the GPU machine /usr/local/cuda ->
+// cuda-13.0) lands where the link points, built from scratch or copied from a template.
+TEST_F(BoxTest, BindOntoASymlinkInTheRootFollowsIt) {
+  std::string root = tmp_ + "/rootfs";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root + "/bin").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root + "/real").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("real", (root + "/data").c_str()), 0);
+  std::filesystem::copy_file(probeBin(), root + "/bin/probe");
+  std::string data = tmp_ + "/data";
+  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
+  std::ofstream(data + "/marker") << "bound-through-link";
+  BoxRun r = run({"--root", root, "--bind", data + ":/data"}, {"/bin/probe", "read", "/real/marker"});
+  EXPECT_EQ(r.exitStatus, 0) << r.err << r.result.dump();
+  EXPECT_NE(r.out.find("content=bound-through-link"), std::string::npos) << r.out << r.err;
+}
+
 TEST_F(BoxTest, RestrictiveCallerUmaskStillGivesAUsableSandbox) {
   mode_t old = ::umask(077);
   BoxRun r = run({}, {probe(), "read", "/etc/passwd"});
