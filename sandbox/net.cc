@@ -19,11 +19,17 @@
 namespace akad::box {
 namespace {
 
-// On the thread: system calls only (net.h says why). Returns the step that failed, with
-// errno set, or null with `fd` holding the namespace.
-const char* makeNamespace(int& fd) {
+// The calling thread's own new network namespace, open in `fd`. System calls only (net.h
+// says why). Returns the step that failed, with errno set, or null.
+const char* unshareNamespace(int& fd) {
   if (::unshare(CLONE_NEWNET) != 0) return "unshare(CLONE_NEWNET)";
-  // A fresh network namespace has only a loopback interface, and it is down.
+  fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  return fd < 0 ? "open /proc/thread-self/ns/net" : nullptr;
+}
+
+// A fresh network namespace has only a loopback interface, and it is down: up it goes, in
+// the calling thread's namespace. Returns the step that failed, with errno set, or null.
+const char* bringLoopbackUp() {
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return "socket(AF_INET) for configuring lo";
   ifreq ifr{};
@@ -39,29 +45,31 @@ const char* makeNamespace(int& fd) {
     errno = err;
     return "ioctl(SIOCSIFFLAGS, lo up)";
   }
-  fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-  return fd < 0 ? "open /proc/thread-self/ns/net" : nullptr;
+  return nullptr;
+}
+
+void setAndWake(int& word) {
+  __atomic_store_n(&word, 1, __ATOMIC_RELEASE);
+  ::syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 }  // namespace
 
 NetworkNamespaceMaker::~NetworkNamespaceMaker() {
-  waitDone(false);
+  if (running_) waitFor(done_, false);
   if (fd_ >= 0) ::close(fd_);
 }
 
-void NetworkNamespaceMaker::waitDone(bool spin) {
-  if (!running_) return;
+void NetworkNamespaceMaker::waitFor(int& word, bool spin) {
   if (spin) {
     const double until = monotonicS() + 0.001;
-    for (int i = 0; __atomic_load_n(&done_, __ATOMIC_ACQUIRE) == 0; ++i) {
+    for (int i = 0; __atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0; ++i) {
       cpuRelax();
       if ((i & 63) == 0 && monotonicS() >= until) break;
     }
   }
-  while (__atomic_load_n(&done_, __ATOMIC_ACQUIRE) == 0)
-    ::syscall(SYS_futex, &done_, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
-  running_ = false;
+  while (__atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0)
+    ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
 }
 
 Status NetworkNamespaceMaker::start() {
@@ -87,12 +95,19 @@ Status NetworkNamespaceMaker::start() {
 
 void* NetworkNamespaceMaker::run(void* arg) {
   auto* self = static_cast<NetworkNamespaceMaker*>(arg);
-  if (const char* failed = makeNamespace(self->fd_)) {
+  const char* failed = unshareNamespace(self->fd_);
+  if (failed) {
     self->failedStep_ = failed;
     self->err_ = errno;
   }
-  __atomic_store_n(&self->done_, 1, __ATOMIC_RELEASE);
-  ::syscall(SYS_futex, &self->done_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  setAndWake(self->opened_);
+  if (!failed) {
+    if (const char* loFailed = bringLoopbackUp()) {
+      self->loFailedStep_ = loFailed;
+      self->loErr_ = errno;
+    }
+  }
+  setAndWake(self->done_);
   return nullptr;  // the thread ends; the descriptor keeps the namespace
 }
 
@@ -100,7 +115,8 @@ Result<UniqueFd> NetworkNamespaceMaker::makeHere() {
   UniqueFd own(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!own.valid()) return errnoError("open /proc/thread-self/ns/net (akabox's own network namespace)");
   int fd = -1;
-  const char* failed = makeNamespace(fd);
+  const char* failed = unshareNamespace(fd);
+  if (!failed) failed = bringLoopbackUp();
   const int err = errno;
   UniqueFd made(fd);
   // Back home first, whatever happened: akabox must not stay in the sandbox's namespace.
@@ -110,12 +126,20 @@ Result<UniqueFd> NetworkNamespaceMaker::makeHere() {
 }
 
 Result<UniqueFd> NetworkNamespaceMaker::take(bool spin) {
-  waitDone(spin);
+  if (running_) waitFor(opened_, spin);
   if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);
   if (fd_ < 0) return Error{"network namespace: not started"};
   UniqueFd fd(fd_);
   fd_ = -1;
   return fd;
+}
+
+Status NetworkNamespaceMaker::loopbackUp(bool spin) {
+  if (!running_) return {};
+  waitFor(done_, spin);
+  running_ = false;
+  if (loFailedStep_) return errnoError(std::string("network namespace: ") + loFailedStep_, loErr_);
+  return {};
 }
 
 }  // namespace akad::box

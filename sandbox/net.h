@@ -12,8 +12,10 @@ namespace akad::box {
 // registers its per-namespace state: 0.55-0.75 ms), so akabox starts it on a thread of its
 // own as soon as the spec is parsed, and the rest of the set-up runs beside it: akabox's
 // checks, clone3, the cgroup, the seccomp policy, and in the init the mount namespace. The
-// thread unshares a network namespace for itself alone (namespaces are per thread), brings
-// lo up and opens the namespace; the init enters it with setns() on release.
+// thread unshares a network namespace for itself alone (namespaces are per thread), opens
+// it and hands it over, then brings lo up: the init enters the namespace with setns() on
+// release while the thread is still at it, and only the command's execve waits for lo
+// (akabox sends the go signal after loopbackUp()).
 //
 // The thread may still run when akabox calls clone3, which copies no other thread and runs
 // none of glibc's fork handlers; so it calls no allocator and takes no lock a copy could
@@ -28,9 +30,12 @@ class NetworkNamespaceMaker {
   // Starts the thread (with every signal blocked: signals are for akabox's main thread).
   Status start();
   bool running() const { return running_; }
-  // Waits for the thread's outcome and returns the namespace, or what failed. With `spin`,
-  // it polls for up to a millisecond before it sleeps (subproc.h's spinningPays()).
+  // Waits for the namespace and returns it, or what failed. With `spin`, it polls for up to
+  // a millisecond before it sleeps (subproc.h's spinningPays()).
   Result<UniqueFd> take(bool spin);
+  // Waits for the thread to be done with lo; what failed there, if anything. Nothing to wait
+  // for without the thread.
+  Status loopbackUp(bool spin);
 
   // Without the thread: makes the namespace from the calling thread, which steps into it and
   // straight back into its own. For two CPUs without a mount template, where the thread would
@@ -40,15 +45,20 @@ class NetworkNamespaceMaker {
 
  private:
   static void* run(void* self);
-  void waitDone(bool spin);
-  // The thread is detached and says it is done through this word (a futex): its own exit
-  // takes a tenth of a millisecond more, which nobody needs to wait for. After setting it,
-  // the thread touches nothing of this object.
+  // Waits until `word` (a futex) is set.
+  static void waitFor(int& word, bool spin);
+  // The thread is detached and reports through two words: `opened_` once the namespace is
+  // open (or its making failed), `done_` once lo is up (or that failed). Its own exit takes a
+  // tenth of a millisecond more, which nobody needs to wait for. After setting `done_`, the
+  // thread touches nothing of this object.
+  alignas(4) int opened_ = 0;
   alignas(4) int done_ = 0;
   bool running_ = false;
   int fd_ = -1;
   int err_ = 0;
-  const char* failedStep_ = nullptr;
+  const char* failedStep_ = nullptr;  // written before `opened_`
+  int loErr_ = 0;
+  const char* loFailedStep_ = nullptr;  // written before `done_`
 };
 
 }  // namespace akad::box

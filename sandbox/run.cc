@@ -170,6 +170,8 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   // init enters its namespaces and the command sets itself up.
   if (auto st = cgroup->applyLimits(limits); !st)
     return failedAfterStart("cgroup " + std::string(cgroupVersionName(*version)) + ": " + st.error().message);
+  // The thread brought lo up beside the release; the command execs only once it is.
+  if (auto st = netns.loopbackUp(spinningPays()); !st) return failedAfterStart(st.error().message);
   if (auto st = (*init)->go(); !st) return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);

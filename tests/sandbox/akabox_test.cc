@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -220,6 +221,26 @@ TEST_F(BoxTest, NetworkNamespaceFailureIsReportedAndLeavesNothing) {
   BoxRun host = run({"--net", "host"}, {probe(), "exit", "3"});
   EXPECT_EQ(host.exitStatus, 3) << host.err;
   EXPECT_EQ(host.result["status"], "exited");
+}
+
+// lo is brought up beside the release (net.h); the command must not exec until it is, and a
+// failure there is reported like any other set-up step.
+TEST_F(BoxTest, LoopbackFailureIsReportedAndTheCommandNeverRuns) {
+  inChild_ = [] {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENETDOWN), SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, SIOCSIFFLAGS));
+    if (seccomp_load(ctx) != 0) ::_exit(99);
+  };
+  std::string ws = tmp_ + "/ws";
+  ASSERT_EQ(::mkdir(ws.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(ws.c_str(), 0777), 0);
+  BoxRun r = run({"--workspace", ws}, {"/bin/sh", "-c", "echo ran > /workspace/ran"});
+  EXPECT_EQ(r.exitStatus, 125) << r.err;
+  EXPECT_EQ(r.result["status"], "setup-failed");
+  std::string msg = r.result.value("message", "");
+  EXPECT_NE(msg.find("network namespace: ioctl(SIOCSIFFLAGS, lo up): Network is down"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(ws + "/ran")) << "the command ran without its loopback interface";
 }
 
 TEST_F(BoxTest, DangerousSyscallsAreRefusedAndReported) {
