@@ -162,11 +162,21 @@ void waitForGo(const ContainContext& c) {
   ::close(c.goFd);
 }
 
-Status resetSignals() {
-  sigset_t all;
-  sigemptyset(&all);
-  if (::sigprocmask(SIG_SETMASK, &all, nullptr) != 0) return errnoError("sigprocmask");
-  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);  // ignored dispositions survive exec
+// Every disposition back to the default: ignored ones survive exec (a caller that ignores
+// SIGPIPE or SIGCHLD would hand that to the command; SIGCHLD ignored would also make the
+// init's children vanish unreaped). The init does it at its start, beside akabox's work; the
+// command inherits the defaults through vfork. The pid namespace's init ignores every
+// default-action signal but SIGKILL from akabox anyway.
+void defaultSignalDispositions() {
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+}
+
+// The mask akabox blocked its cancel signals with (for its signalfd), which the command
+// inherited, goes.
+Status unblockSignals() {
+  sigset_t none;
+  sigemptyset(&none);
+  if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) return errnoError("sigprocmask");
   return {};
 }
 
@@ -225,14 +235,13 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   const SandboxSpec& s = *c.spec;
   if (restoreCpus) (void)::sched_setaffinity(0, sizeof(c.placement.cpus), &c.placement.cpus);
   must(c, sysOk(::setsid() < 0 ? -1 : 0, "setsid"), "new session");
-  (void)writeOwnFile("/proc/self/oom_score_adj", "0");  // undo the init's shield, if it had one
   must(c, wireStdio(c), "stdio");
   std::string cwd = !s.cwd.empty() ? s.cwd : (s.workspace.empty() ? "/" : "/workspace");
   must(c, sysOk(::chdir(cwd.c_str()), "chdir('" + cwd + "')"), "working directory");
   must(c, enterUserNamespace(s.uid, s.gid, c.outsideUid, c.outsideGid), "user namespace");
   must(c, dropCapabilities(), "dropping capabilities");
   must(c, applyRlimits(s), "rlimits");
-  must(c, resetSignals(), "signals");
+  must(c, unblockSignals(), "signals");
   ::umask(022);
   must(c, closeOtherFds({c.reportFd, c.channelFd, c.goFd}), "closing inherited descriptors");
 
@@ -263,6 +272,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   // The sandbox's directories and files get exactly the modes set-up asks for, whatever
   // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
   ::umask(0);
+  defaultSignalDispositions();
   // The ipc namespace (its mqueue mount is a fifth of clone3's cost) and the uts namespace
   // are made here, beside akabox's work, rather than in clone3 on the serial path.
   must(c, sysOk(::unshare(CLONE_NEWIPC | CLONE_NEWUTS), "unshare(CLONE_NEWIPC | CLONE_NEWUTS)"), "ipc and uts namespaces");
@@ -319,6 +329,10 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
 
   for (int fd : {c.stdinFd, c.stdoutFd, c.stderrFd, c.channelFd})
     if (fd >= 0) ::close(fd);
+  // The init is tiny, so the OOM killer already prefers the command; shielding the init too
+  // needs CAP_SYS_RESOURCE, which some hosts withhold even from root: best effort, and only
+  // now that the command has exec'd (it would inherit the value through vfork), beside it.
+  (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");
   // Reap everything (orphans are re-parented to us) until the command itself exits; then
   // exit, which makes the kernel kill whatever the command left behind.
   for (;;) {

@@ -87,6 +87,9 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
 SandboxResult runSandbox(const SandboxSpec& spec) {
   ensureStdFds();
   ::signal(SIGPIPE, SIG_IGN);
+  // A caller that ignores SIGCHLD hands that on through exec, and the kernel would then reap
+  // the init by itself: wait4 would find no child and the command's status would be lost.
+  ::signal(SIGCHLD, SIG_DFL);
   if (::geteuid() != 0) return setupFailure("akabox must run as root (it creates cgroups and mounts); run it through akad or sudo");
   if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
     return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");

@@ -236,12 +236,7 @@ Status SandboxInit::release(SandboxEntry entry) {
   std::string filter = policy_ ? policy_->serialize() : std::string();
   if (filter.size() > kMaxFilterBytes) return Error{"the seccomp filter is too large to hand to the sandbox's init"};
   m.policyBytes = static_cast<uint32_t>(filter.size());
-  if (auto st = sendEntry(m, fds, filter); !st) return st;
-  // The init is tiny, so the OOM killer already prefers the command; shielding it needs
-  // CAP_SYS_RESOURCE, which some hosts withhold even from root, so this is best effort. Done
-  // from here, beside the init; the command sets its own back to 0 (contain.cc).
-  (void)cgroupfs::writeFile("/proc/" + std::to_string(pid_) + "/oom_score_adj", "-1000");
-  return {};
+  return sendEntry(m, fds, filter);
 }
 
 Status SandboxInit::sendEntry(const EntryMessage& m, const std::vector<int>& fds, const std::string& filter) {

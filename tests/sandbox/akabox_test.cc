@@ -455,6 +455,20 @@ TEST_F(BoxTest, BindOntoASymlinkInTheRootFollowsIt) {
   EXPECT_NE(r.out.find("content=bound-through-link"), std::string::npos) << r.out << r.err;
 }
 
+// Ignored signals survive exec: a caller that ignores SIGCHLD and SIGPIPE must neither lose
+// the command's status (the kernel would reap the init by itself) nor hand them on.
+TEST_F(BoxTest, CallerIgnoringSigchldAndSigpipeChangesNothingInside) {
+  // akabox's caller (the test's child, right before it execs akabox) ignores both.
+  inChild_ = [] {
+    ::signal(SIGCHLD, SIG_IGN);
+    ::signal(SIGPIPE, SIG_IGN);
+  };
+  BoxRun r = run({}, {"/bin/sh", "-c", "grep SigIgn /proc/self/status; exit 3"});
+  EXPECT_EQ(r.exitStatus, 3) << r.err << r.result.dump();
+  EXPECT_EQ(r.result["status"], "exited");
+  EXPECT_NE(r.out.find("SigIgn:\t0000000000000000"), std::string::npos) << r.out;
+}
+
 TEST_F(BoxTest, RestrictiveCallerUmaskStillGivesAUsableSandbox) {
   mode_t old = ::umask(077);
   BoxRun r = run({}, {probe(), "read", "/etc/passwd"});
