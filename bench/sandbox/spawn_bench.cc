@@ -1,10 +1,12 @@
 // Spawn-to-exit of /bin/true: akabox with full isolation (all namespaces, cgroup, seccomp,
 // pivot_root; once building the root, once copying a kept mount template) against
-// bwrap --unshare-all, interleaved in one run so both see the same
-// machine load. Prints medians, the ratio and akabox's peak RSS (ru_maxrss from wait4).
+// bwrap --unshare-all, interleaved in one run so all see the same machine load (each round
+// in another order), stdio on /dev/null. Prints medians, the ratio and akabox's peak RSS
+// (ru_maxrss from wait4).
 //
 //   spawn_bench AKABOX [RUNS]      (BWRAP=PATH: the bwrap binary, default /usr/bin/bwrap)
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,10 @@ double timeOnce(const std::vector<std::string>& args, long* maxRssKb) {
   double t0 = bench::now();
   pid_t pid = fork();
   if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    if (null < 0) _exit(127);
+    for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
+    if (null > 2) close(null);
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -63,8 +69,12 @@ int main(int argc, char** argv) {
   long rss = 0;
   for (int i = 0; i < 3; ++i)  // warm caches (binaries, policy file, the mount template)
     for (auto& c : cases) timeOnce(c.argv, nullptr);
+  // Each round starts with another case, so that every case follows every other equally
+  // often: what one run leaves to the kernel's workers (a network namespace's teardown, for
+  // one) overlaps the start of the next.
   for (int i = 0; i < runs; ++i)
-    for (auto& c : cases) {
+    for (size_t k = 0; k < cases.size(); ++k) {
+      Case& c = cases[(k + static_cast<size_t>(i)) % cases.size()];
       double t = timeOnce(c.argv, &c == &cases[0] ? &rss : nullptr);
       if (t < 0) {
         std::fprintf(stderr, "run %d failed: %s\n", i, c.name);
