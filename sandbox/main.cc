@@ -12,6 +12,7 @@
 
 #include "sandbox/gpu.h"
 #include "sandbox/mnt_template.h"
+#include "sandbox/net.h"
 #include "sandbox/run.h"
 
 using nlohmann::json;
@@ -156,6 +157,12 @@ int parseWithCli11(int cliArgc, char** argv, json& flags, std::string& specFile)
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The network namespace is the longest step of set-up (net.h): on a command line that
+  // plainly wants one it starts before parsing, and runSandbox drops it if the spec says
+  // otherwise after all.
+  box::NetworkNamespaceMaker early;
+  if (box::networkNamespaceEarly(argc, argv)) (void)early.start();
+
   // Everything after "--" is the command, untouched by option parsing.
   std::vector<std::string> command;
   int cliArgc = argc;
@@ -205,7 +212,7 @@ int main(int argc, char** argv) {
       return 125;
     }
   }
-  box::SandboxResult result = box::runSandbox(*spec);
+  box::SandboxResult result = box::runSandbox(*spec, &early);
   if (auto st = box::deliverResult(*spec, result); !st) {
     std::cerr << "akabox: " << st.error().message << "\n";
     return 125;

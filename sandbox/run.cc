@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
@@ -84,7 +85,17 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
 
 }  // namespace
 
-SandboxResult runSandbox(const SandboxSpec& spec) {
+bool networkNamespaceEarly(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "run") != 0) return false;
+  bool mountTemplate = false;
+  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strncmp(argv[i], "--net", 5) == 0 || std::strncmp(argv[i], "--spec", 6) == 0) return false;
+    if (std::strcmp(argv[i], "--mount-template") == 0) mountTemplate = true;
+  }
+  return mountTemplate || usableCpus() >= 3;
+}
+
+SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) {
   ensureStdFds();
   ::signal(SIGPIPE, SIG_IGN);
   // A caller that ignores SIGCHLD hands that on through exec, and the kernel would then reap
@@ -94,10 +105,11 @@ SandboxResult runSandbox(const SandboxSpec& spec) {
   if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
     return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
 
-  // First, so that it runs beside everything else (net.h); on two CPUs without a template,
-  // akabox makes it in its own share of the set-up instead.
-  NetworkNamespaceMaker netns;
-  if (spec.net == NetMode::None && (spec.mountTemplate || usableCpus() >= 3))
+  // First, so that it runs beside everything else (net.h), unless main() started it already;
+  // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
+  NetworkNamespaceMaker own;
+  NetworkNamespaceMaker& netns = early && early->running() && spec.net == NetMode::None ? *early : own;
+  if (spec.net == NetMode::None && !netns.running() && (spec.mountTemplate || usableCpus() >= 3))
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
   auto ids = outsideIds(spec);

@@ -8,7 +8,15 @@
 
 namespace akad::box {
 
-SandboxResult runSandbox(const SandboxSpec& spec);
+class NetworkNamespaceMaker;
+
+// `early`: a network namespace thread main() already started before parsing (net.h), used if
+// the spec wants one and dropped otherwise.
+SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early = nullptr);
+
+// Whether main() may start the network namespace before parsing: `akabox run` whose flags
+// alone say --net none (no --net, no --spec) and that runSandbox would make it on a thread.
+bool networkNamespaceEarly(int argc, char** argv);
 
 // Writes the result JSON to spec.resultPath / spec.resultFd, or the summary line to stderr.
 Status deliverResult(const SandboxSpec& spec, const SandboxResult& result);
