@@ -22,13 +22,11 @@
 #define NSFS_MAGIC 0x6e736673
 #endif
 
-namespace {
-// statx's unique mount id (Linux 6.8); Debian 12's headers predate it.
-constexpr unsigned kStatxMountIdUnique = 0x00004000U;
-}  // namespace
-
 namespace akad::box {
 namespace {
+
+// statx's unique mount id (Linux 6.8); Debian 12's headers predate it.
+constexpr unsigned kStatxMountIdUnique = 0x00004000U;
 
 constexpr const char* kFormat = "akabox mount template 3";  // 2: /dev in the template; 3: mounts by id
 constexpr int kMaxTemplates = 32;

@@ -83,6 +83,10 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
   return entry;
 }
 
+// Whether the network namespace is made on its own thread: not on two CPUs without a template,
+// where the thread would take turns with the init's mount build (net.h, makeHere()).
+bool networkOnThread(bool mountTemplate) { return mountTemplate || usableCpus() >= 3; }
+
 }  // namespace
 
 bool networkNamespaceEarly(int argc, char** argv) {
@@ -92,7 +96,7 @@ bool networkNamespaceEarly(int argc, char** argv) {
     if (std::strncmp(argv[i], "--net", 5) == 0 || std::strncmp(argv[i], "--spec", 6) == 0) return false;
     if (std::strcmp(argv[i], "--mount-template") == 0) mountTemplate = true;
   }
-  return mountTemplate || usableCpus() >= 3;
+  return networkOnThread(mountTemplate);
 }
 
 SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) {
@@ -109,7 +113,7 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
   // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
   NetworkNamespaceMaker own;
   NetworkNamespaceMaker& netns = early && early->running() && spec.net == NetMode::None ? *early : own;
-  if (spec.net == NetMode::None && !netns.running() && (spec.mountTemplate || usableCpus() >= 3))
+  if (spec.net == NetMode::None && !netns.running() && networkOnThread(spec.mountTemplate))
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
   auto ids = outsideIds(spec);

@@ -133,9 +133,8 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
 
 Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCanceller* canceller) {
   if (request.command.empty()) return Error{"sandbox request without a command"};
-  const std::vector<std::string> args = akaboxArgv(akaboxPath(), request);
-  std::vector<std::string> argStrings = args;
-  std::vector<char*> argv = pointersTo(argStrings);
+  std::vector<std::string> args = akaboxArgv(akaboxPath(), request);
+  std::vector<char*> argv = pointersTo(args);
   // akabox gets a clean environment; the sandbox's own environment comes from --env.
   std::vector<std::string> env = akaboxEnvironment();
   std::vector<char*> envp = pointersTo(env);
