@@ -57,8 +57,8 @@ struct ContainContext {
   std::vector<DevicePassthrough> devices;
   int lifelineFd = -1;  // read end of a pipe akabox never writes: EOF means akabox is gone
   int reportFd = -1;    // write end of the report pipe (subproc.h's ReportMessage)
-  // Unix socket to akabox: the init receives its EntryMessage on it, the command sends the
-  // seccomp listener fd back.
+  // Unix socket to akabox: the init receives its EntryMessage on it (the command does when it
+  // starts early, contain.cc), and the command sends the seccomp listener fd back.
   int channelFd = -1;
   // Read end of a pipe on which akabox writes one byte once the cgroup's limits are in
   // place; the command reads it just before it execs.

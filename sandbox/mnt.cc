@@ -216,7 +216,7 @@ Status makeStaticDev(const std::vector<DevicePassthrough>& devices) {
   return {};
 }
 
-Status pivotToStaticRoot(const SandboxSpec& spec) {
+Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted) {
   // Nothing we mount may propagate back to the host, and nothing the host mounts later
   // should appear in the sandbox.
   if (auto st = sysMount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr); !st) return st;
@@ -228,6 +228,7 @@ Status pivotToStaticRoot(const SandboxSpec& spec) {
   if (::mkdir(put.c_str(), 0700) != 0) return errnoError("mkdir " + put);
   if (::syscall(SYS_pivot_root, kStaging, put.c_str()) != 0) return errnoError(std::string("pivot_root(") + kStaging + ", " + put + ")");
   if (::chdir("/") != 0) return errnoError("chdir(/) after pivot_root");
+  if (rooted) rooted();
   if (spec.root == "host") return mountHostSystem(spec);
   return mountPreparedRoot(spec.root);
 }
@@ -276,8 +277,9 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
   return {};
 }
 
-Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
-  if (auto st = pivotToStaticRoot(spec); !st) return st;
+Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
+                           const std::function<void()>& rooted) {
+  if (auto st = pivotToStaticRoot(spec, rooted); !st) return st;
   if (auto st = mountPerSandbox(spec, devices, bindMount, false); !st) return st;
   if (auto st = detachOldRoot(); !st) return st;
   return sysMount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);

@@ -13,8 +13,10 @@
 
 namespace akad::box {
 
-// Runs in the init (pid 1, real root) of fresh mount and pid namespaces.
-Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
+// Runs in the init (pid 1, real root) of fresh mount and pid namespaces. `rooted` runs once
+// the process's root is the sandbox's new root (still empty).
+Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
+                           const std::function<void()>& rooted = {});
 
 // The pieces, shared with the kept templates (mnt_template.h).
 //
@@ -22,7 +24,8 @@ Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePass
 using HostBinder = std::function<Status(const std::string& hostSrc, const std::string& dst, bool rw, unsigned long extra)>;
 // In a fresh mount namespace: pivot into a new tmpfs root holding the system directories (or
 // the prepared root) and /etc's essentials; the host's tree stays reachable until detachOldRoot.
-Status pivotToStaticRoot(const SandboxSpec& spec);
+// `rooted` runs right after the pivot, before anything is mounted in the new root.
+Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted = {});
 Status detachOldRoot();
 // /dev's tmpfs with the standard nodes (null, zero, full, random, urandom, tty), the
 // symlinks (ptmx, fd, stdin, stdout, stderr), the pts and shm directories and a mount point

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -95,8 +96,8 @@ int SeccompPolicy::install(int* notifyFd) const {
 }
 
 std::string SeccompPolicy::serialize() const {
-  std::string out = "akabox-seccomp-1 " + std::to_string(notify_ ? 1 : 0) + " " + std::to_string(defaultErrno_) + " " +
-                    std::to_string(program_.size()) + "\n";
+  std::string out = "akabox-seccomp-2 " + std::to_string(notify_ ? 1 : 0) + " " + std::to_string(defaultErrno_) + " " +
+                    std::to_string(allowsLateSetup_ ? 1 : 0) + " " + std::to_string(program_.size()) + "\n";
   out.append(reinterpret_cast<const char*>(program_.data()), program_.size() * sizeof(sock_filter));
   return out;
 }
@@ -106,14 +107,15 @@ std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(std::string_view bytes
   auto nl = bytes.find('\n');
   if (nl == std::string_view::npos || nl > 64) return nullptr;
   const std::string head(bytes.substr(0, nl));
-  int notify = 0, err = 0, used = 0;
+  int notify = 0, err = 0, chdir = 0, used = 0;
   size_t count = 0;
-  if (std::sscanf(head.c_str(), "akabox-seccomp-1 %d %d %zu%n", &notify, &err, &count, &used) != 3 ||
+  if (std::sscanf(head.c_str(), "akabox-seccomp-2 %d %d %d %zu%n", &notify, &err, &chdir, &count, &used) != 4 ||
       static_cast<size_t>(used) != head.size())
     return nullptr;
   if (count == 0 || count > BPF_MAXINSNS || bytes.size() - nl - 1 != count * sizeof(sock_filter)) return nullptr;
   std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
   p->notify_ = notify != 0;
+  p->allowsLateSetup_ = chdir != 0;
   p->defaultErrno_ = err;
   p->source_ = source;
   p->program_.resize(count);
@@ -189,6 +191,11 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy
   // falls back to clone) are expected answers, not violations. The listener fd is handed to
   // akabox with sendmsg after the filter is loaded, so sendmsg and execve must be allowed.
   p->notify_ = def->isErrno && unconditionalAllow.count("sendmsg") && unconditionalAllow.count("execve");
+  auto allowed = [&](const char* name) {
+    const bool ruled = std::any_of(rules.begin(), rules.end(), [&](const Rule& r) { return r.name == name; });
+    return unconditionalAllow.count(name) > 0 || (def->value == SCMP_ACT_ALLOW && !ruled);
+  };
+  p->allowsLateSetup_ = allowed("chdir") && allowed("recvfrom");
   const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def->value;
   struct CtxOwner {
     scmp_filter_ctx ctx;
@@ -301,7 +308,7 @@ Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& name
   // (fast, non-cryptographic) key only has to spread entries, not resist collisions.
   const scmp_version* v = seccomp_version();
   const std::string identity = text + "|libseccomp " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                               std::to_string(v->micro) + "|arch " + std::to_string(seccomp_arch_native()) + "|format 1";
+                               std::to_string(v->micro) + "|arch " + std::to_string(seccomp_arch_native()) + "|format 2";
   const std::string key = fnv1aHex(identity) + ".bpf";
   const std::string dir = cacheDir();
   if (::geteuid() == 0 && trustedCacheDir(dir, false)) {

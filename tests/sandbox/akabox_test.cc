@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "akad/version.h"
 #include "box_fixture.h"
 
 namespace akabox_test {
@@ -122,6 +123,62 @@ TEST_F(BoxTest, EveryNamespaceIsTheSandboxsOwn) {
     EXPECT_EQ(inside.rfind(k + ":[", 0), 0u) << k << ": " << r.out;
     EXPECT_NE(inside, host) << k << " is the host's";
   }
+}
+
+// /proc/PID/net needs no ptrace rights: a pid 1 left in the host's network namespace would
+// show the host's interfaces (and sockets) to the sandbox.
+TEST_F(BoxTest, TheInitSharesTheSandboxsNetworkNamespace) {
+  BoxRun r = run({}, {"/bin/sh", "-c", "tail -n +3 /proc/1/net/dev | cut -d: -f1 | tr -d ' '"});
+  ASSERT_EQ(r.exitStatus, 0) << r.err;
+  EXPECT_EQ(r.out, "lo\n");
+}
+
+// The command changes into its working directory as the sandbox's user: one only root may
+// enter is a set-up failure that says so, not a command stranded in a directory it cannot use.
+TEST_F(BoxTest, WorkingDirectoryIsEnteredAsTheSandboxsUser) {
+  std::string closed = tmp_ + "/closed";
+  ASSERT_EQ(::mkdir(closed.c_str(), 0700), 0);
+  BoxRun r = run({"--workspace", closed}, {"/bin/true"});
+  EXPECT_EQ(r.result["status"], "setup-failed") << r.result.dump();
+  EXPECT_EQ(r.exitStatus, 125);
+  std::string message = r.result["message"].get<std::string>();
+  EXPECT_NE(message.find("working directory: chdir('/workspace')"), std::string::npos) << message;
+  EXPECT_NE(message.find("Permission denied"), std::string::npos) << message;
+  ASSERT_EQ(::chmod(closed.c_str(), 0711), 0);
+  BoxRun ok = run({"--workspace", closed}, {"/bin/sh", "-c", "pwd"});
+  EXPECT_EQ(ok.exitStatus, 0) << ok.err;
+  EXPECT_EQ(ok.out, "/workspace\n");
+}
+
+// A policy that refuses chdir still starts the command (which changes directory before the
+// filter then), and the command's own chdir is refused and reported.
+TEST_F(BoxTest, APolicyThatRefusesChdirStillStartsTheCommand) {
+  const char* dataDir = std::getenv("AKAD_DATA_DIR");
+  const std::string root = dataDir && *dataDir ? dataDir : akad::kSourceRoot;
+  nlohmann::json policy = nlohmann::json::parse(readAll(root + "/policies/default.json"));
+  size_t dropped = 0;
+  for (auto& rule : policy["syscalls"]) {
+    if (!rule.contains("names")) continue;
+    auto& names = rule["names"];
+    for (auto it = names.begin(); it != names.end();) {
+      if (*it == "chdir" || *it == "fchdir") {
+        it = names.erase(it);
+        ++dropped;
+      } else {
+        ++it;
+      }
+    }
+  }
+  ASSERT_EQ(dropped, 2u);
+  std::string path = tmp_ + "/no-chdir.json";
+  std::ofstream(path) << policy.dump();
+  std::string ws = tmp_ + "/ws";
+  ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  BoxRun r = run({"--seccomp", path, "--workspace", ws}, {"/bin/sh", "-c", "pwd; cd /tmp || echo refused"});
+  EXPECT_EQ(r.result["status"], "exited") << r.result.dump();
+  EXPECT_EQ(r.exitStatus, 0) << r.err;
+  EXPECT_EQ(r.out, "/workspace\nrefused\n") << r.err;
+  EXPECT_TRUE(violated(r.result, "chdir")) << r.result["seccomp_violations"].dump();
 }
 
 TEST_F(BoxTest, SignalledCommandGives128PlusSignal) {
