@@ -292,7 +292,10 @@ Status waitForInit(int linkFd, char word, bool spin) {
     do n = ::read(linkFd, &got, 1);
     while (n < 0 && errno == EINTR);
   }
-  if (n != 1 || got != word) return Error{"the sandbox's init went away before its mount namespace was ready"};
+  // The init closed its end: it failed and reported why (or was killed with the sandbox), so
+  // the command has nothing to add.
+  if (n == 0) ::_exit(125);
+  if (n != 1 || got != word) return errnoError("the init's word on the command's link", n < 0 ? errno : EPROTO);
   return {};
 }
 

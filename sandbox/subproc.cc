@@ -328,7 +328,14 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
       } else if (got == sizeof(m)) {
         m.text[sizeof(m.text) - 1] = '\0';
         switch (m.kind) {
-          case ReportMessage::SetupFailed: ex.setupError = m.text; ex.setupExitCode = 125; break;
+          case ReportMessage::SetupFailed:
+            // The first failure is the cause; a later one (the command, once the init is gone)
+            // would only be its consequence.
+            if (!ex.setupError) {
+              ex.setupError = m.text;
+              ex.setupExitCode = 125;
+            }
+            break;
           case ReportMessage::ExecFailed: ex.setupError = m.text; ex.setupExitCode = m.value == ENOENT ? 127 : 126; break;
           case ReportMessage::CommandExited: ex.commandExited = true; ex.exitCode = m.value; break;
           case ReportMessage::CommandSignaled: ex.commandSignaled = true; ex.signal = m.value; break;
