@@ -72,6 +72,9 @@ struct ContainContext {
   // Spare CPUs (spinningPays() in subproc.h): the init polls for akabox's hand-overs for a
   // moment before it sleeps.
   bool spin = false;
+  // The command starts at once, beside the init's mount build, when there is no template
+  // (subproc.h's earlyCommandAsked).
+  bool earlyCommand = false;
 };
 
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.

@@ -110,6 +110,11 @@ bool spinningPays() {
   return pays;
 }
 
+bool earlyCommandAsked() {
+  const char* asked = std::getenv("AKABOX_EARLY_COMMAND");
+  return asked && std::strcmp(asked, "1") == 0;
+}
+
 Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req) {
   std::unique_ptr<SandboxInit> self(new SandboxInit());
   self->req_ = req;
@@ -188,6 +193,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.stderrFd = err->write.get();
     c.placement = place;
     c.spin = spin;
+    c.earlyCommand = spin && earlyCommandAsked();
     runSandboxInit(c);
   }
   self->pid_ = static_cast<pid_t>(pid);

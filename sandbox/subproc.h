@@ -68,6 +68,13 @@ struct SandboxExit {
 // polling paths on a two-CPU machine).
 bool spinningPays();
 
+// Whether the init starts the command at once, beside its mount build (contain.cc's early
+// command): only with AKABOX_EARLY_COMMAND=1, and then only without a template and where
+// spinningPays(). Off by default: on some GPU machine instances about one spawn in 2,500 ended
+// with the command finding its link to the init closed before the init's word, and the cause
+// is not found yet (docs/akabox.md).
+bool earlyCommandAsked();
+
 // The CPUs akabox may run on (its affinity mask), read once.
 int usableCpus();
 

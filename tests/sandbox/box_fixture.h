@@ -100,6 +100,8 @@ class BoxTest : public ::testing::Test {
     pid_t pid = ::fork();
     if (pid == 0) {
       ::setenv("AKABOX_TEMPLATE_DIR", templateDir().c_str(), 1);
+      if (testMode() == "spin" || testMode() == "early") ::setenv("AKABOX_SPIN", "1", 1);
+      if (testMode() == "early") ::setenv("AKABOX_EARLY_COMMAND", "1", 1);
       if (inheritFd >= 0) ::fcntl(inheritFd, F_SETFD, 0);  // deliberately leak it into akabox
       if (inChild_) inChild_();
       ::execv(cargv[0], cargv.data());
@@ -119,9 +121,17 @@ class BoxTest : public ::testing::Test {
 
   // AKABOX_TEST_MOUNT_TEMPLATE=1 (ctest's sandbox_template.*): every run copies a kept mount
   // template instead of building its root, so each guarantee is checked on that path too.
+  // AKABOX_TEST_MODE (one variable: ctest's ENVIRONMENT property takes only the first of a
+  // list here): "spin" is the template mode with AKABOX_SPIN=1 (the polled hand-overs of a
+  // machine with four CPUs or more), "early" AKABOX_SPIN=1 and AKABOX_EARLY_COMMAND=1 without
+  // a template.
+  static std::string testMode() {
+    const char* e = std::getenv("AKABOX_TEST_MODE");
+    return e ? e : "";
+  }
   static bool templateMode() {
     const char* e = std::getenv("AKABOX_TEST_MOUNT_TEMPLATE");
-    return e && std::string(e) == "1";
+    return (e && std::string(e) == "1") || testMode() == "spin";
   }
   // The test's own template directory, so its templates go with it.
   std::string templateDir() const { return tmp_ + "/templates"; }
