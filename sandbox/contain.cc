@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,9 +67,11 @@ struct Entry {
   std::unique_ptr<SeccompPolicy> policy;  // null: no filter
 };
 
-// Waits for akabox to release the init and takes what it hands over. With `spin`, it polls
-// for up to a millisecond first: akabox's message then arrives without waking this CPU.
-Result<Entry> receiveEntry(int channelFd, bool spin) {
+// Waits for akabox to release the init (or, on the early command's link, for the command's
+// copy of that release) and takes what it hands over. With `spin`, it polls for up to a
+// millisecond first: the message then arrives without waking this CPU. If `closed` is given,
+// a sender that closed its end instead is not an error: *closed says so.
+Result<Entry> receiveEntry(int channelFd, bool spin, const char* from = "akabox", bool* closed = nullptr) {
   EntryMessage m;
   std::unique_ptr<char[]> filter(new char[kMaxFilterBytes]);  // not zero-filled: only what arrives is read
   iovec iov[2] = {{&m, sizeof(m)}, {filter.get(), kMaxFilterBytes}};
@@ -92,8 +93,12 @@ Result<Entry> receiveEntry(int channelFd, bool spin) {
     do got = ::recvmsg(channelFd, &msg, MSG_CMSG_CLOEXEC);
     while (got < 0 && errno == EINTR);
   }
-  if (got < 0) return errnoError("recvmsg(waiting for akabox)");
-  if (got < static_cast<ssize_t>(sizeof(m))) return Error{"akabox went away before releasing the sandbox"};
+  if (got < 0) return errnoError(std::string("recvmsg(waiting for ") + from + ")");
+  if (got == 0 && closed) {
+    *closed = true;
+    return Entry{};
+  }
+  if (got < static_cast<ssize_t>(sizeof(m))) return Error{std::string(from) + " went away before releasing the sandbox"};
   std::vector<UniqueFd> fds = takeRights(msg);
   Entry e;
   const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNetns + m.cgroupJoinCount);
@@ -103,10 +108,11 @@ Result<Entry> receiveEntry(int channelFd, bool spin) {
   if (m.hasNetns) e.netns = next();
   while (i < fds.size()) e.cgroupJoin.push_back(next());
   if (fds.size() != expected || (msg.msg_flags & MSG_CTRUNC))
-    return Error{"the release message from akabox carries " + std::to_string(fds.size()) + " descriptors, not " +
+    return Error{std::string("the release message from ") + from + " carries " + std::to_string(fds.size()) + " descriptors, not " +
                  std::to_string(expected)};
   if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(got) - sizeof(m) != m.policyBytes)
-    return Error{"the release message from akabox does not carry the " + std::to_string(m.policyBytes) + " bytes of its seccomp filter"};
+    return Error{std::string("the release message from ") + from + " does not carry the " + std::to_string(m.policyBytes) +
+                 " bytes of its seccomp filter"};
   if (m.policyBytes) {
     e.policy = SeccompPolicy::deserialize(std::string_view(filter.get(), m.policyBytes), "from akabox");
     if (!e.policy) return Error{"the seccomp filter from akabox is malformed"};
@@ -229,53 +235,17 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   ::_exit(err == ENOENT ? 127 : 126);
 }
 
-// Sent by the command to the init over their link once akabox's release arrived: copies of
-// the network namespace (if any) and the cgroup `tasks` files (v1), which the init enters and
-// joins as well, so that pid 1 sits in the sandbox's network namespace and cgroup like the
-// rest (its /proc/1/net would otherwise show the host's network to the sandbox).
-struct ForwardMessage {
-  uint8_t hasNetns = 0;
-  uint8_t cgroupJoinCount = 0;
-};
-
+// The command's copy of akabox's release for the init, over their link: the network
+// namespace (if any) and the cgroup `tasks` files (v1), which the init enters and joins as
+// well, so that pid 1 sits in the sandbox's network namespace and cgroup like the rest (its
+// /proc/1/net would otherwise show the host's network to the sandbox). No filter: the init
+// installs none.
 Status forwardToInit(int linkFd, const Entry& e) {
-  ForwardMessage m;
-  std::vector<int> fds;
-  if (e.netns.valid()) {
-    m.hasNetns = 1;
-    fds.push_back(e.netns.get());
-  }
-  for (const auto& fd : e.cgroupJoin) fds.push_back(fd.get());
-  m.cgroupJoinCount = static_cast<uint8_t>(e.cgroupJoin.size());
+  EntryMessage m;
+  std::vector<int> fds = releaseDescriptors(m, e.netns, e.cgroupJoin);
   iovec iov{&m, sizeof(m)};
   if (sendWithRights(linkFd, &iov, 1, fds, MSG_NOSIGNAL) < 0) return errnoError("sendmsg(to the sandbox's init)");
   return {};
-}
-
-// The init's side: what the command forwarded, or nothing if the command failed first (its
-// report says why; the init only reaps it then).
-Result<std::optional<Entry>> receiveForwarded(int linkFd) {
-  ForwardMessage m;
-  iovec iov{&m, sizeof(m)};
-  RightsBuffer control{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.bytes;
-  msg.msg_controllen = sizeof(control.bytes);
-  ssize_t got;
-  do got = ::recvmsg(linkFd, &msg, MSG_CMSG_CLOEXEC);
-  while (got < 0 && errno == EINTR);
-  if (got < 0) return errnoError("recvmsg(from the command)");
-  if (got == 0) return std::optional<Entry>();
-  std::vector<UniqueFd> fds = takeRights(msg);
-  if (got != static_cast<ssize_t>(sizeof(m)) || fds.size() != static_cast<size_t>(m.hasNetns + m.cgroupJoinCount))
-    return Error{"malformed message from the command"};
-  Entry e;
-  size_t i = 0;
-  if (m.hasNetns) e.netns = std::move(fds[i++]);
-  while (i < fds.size()) e.cgroupJoin.push_back(std::move(fds[i++]));
-  return std::optional<Entry>(std::move(e));
 }
 
 // The command's wait for the init's next word on their link: 'r' once the init's mount
@@ -418,6 +388,8 @@ struct EarlyStart {
     if (!e) must(c, e.error(), "waiting for akabox");
     return std::move(*e);
   };
+  // `rooted` runs once the init's root is the sandbox's new root; only the build calls it (the
+  // early command, its one user, never has a template).
   auto buildMounts = [&](const std::function<void()>& rooted) {
     if (s.mountTemplate) {
       Entry t = receive();
@@ -455,10 +427,12 @@ struct EarlyStart {
     // The init is tiny, so the OOM killer already prefers the command; shielding the init too
     // needs CAP_SYS_RESOURCE, which some hosts withhold even from root: best effort.
     (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");
-    auto forwarded = receiveForwarded(initEnd.get());
+    // Closed instead: the command failed first (its report says why); the init only reaps it.
+    bool commandGone = false;
+    auto forwarded = receiveEntry(initEnd.get(), false, "the command", &commandGone);
     if (!forwarded) must(c, forwarded.error(), "waiting for the command");
-    if (*forwarded) {
-      must(c, enterPrepared(**forwarded), "entering the sandbox's cgroup and network namespace");
+    if (!commandGone) {
+      must(c, enterPrepared(*forwarded), "entering the sandbox's cgroup and network namespace");
       // The command execs only after this word: by then the init is where the sandbox is.
       (void)!::send(initEnd.get(), "m", 1, MSG_NOSIGNAL);
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "sandbox/devices.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
@@ -36,6 +37,19 @@ struct EntryMessage {
   uint8_t cgroupJoinCount = 0;
   uint32_t policyBytes = 0;
 };
+// The network namespace and cgroup `tasks` descriptors of a release, in the order above,
+// counted into `m`: akabox's release to the init, and the early command's copy of it to the
+// init (contain.cc).
+inline std::vector<int> releaseDescriptors(EntryMessage& m, const UniqueFd& netns, const std::vector<UniqueFd>& cgroupJoin) {
+  std::vector<int> fds;
+  if (netns.valid()) {
+    m.hasNetns = 1;
+    fds.push_back(netns.get());
+  }
+  for (const auto& fd : cgroupJoin) fds.push_back(fd.get());
+  m.cgroupJoinCount = static_cast<uint8_t>(cgroupJoin.size());
+  return fds;
+}
 // A serialized filter: a header line and at most BPF_MAXINSNS instructions.
 constexpr size_t kMaxFilterBytes = 128 + BPF_MAXINSNS * sizeof(sock_filter);
 

@@ -231,13 +231,7 @@ Status SandboxInit::handMountTemplate(UniqueFd mountTemplate) {
 
 Status SandboxInit::release(SandboxEntry entry) {
   EntryMessage m;
-  std::vector<int> fds;
-  if (entry.netns.valid()) {
-    m.hasNetns = 1;
-    fds.push_back(entry.netns.get());
-  }
-  for (const auto& fd : entry.cgroupJoin) fds.push_back(fd.get());
-  m.cgroupJoinCount = static_cast<uint8_t>(entry.cgroupJoin.size());
+  std::vector<int> fds = releaseDescriptors(m, entry.netns, entry.cgroupJoin);
   policy_ = entry.policy;
   std::string filter = policy_ ? policy_->serialize() : std::string();
   if (filter.size() > kMaxFilterBytes) return Error{"the seccomp filter is too large to hand to the sandbox's init"};
