@@ -9,8 +9,9 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <sstream>
 #include <string_view>
+
+#include "sandbox/text.h"
 
 namespace akad::box {
 
@@ -18,32 +19,16 @@ const char* cgroupVersionName(CgroupVersion v) { return v == CgroupVersion::V1 ?
 
 namespace cgroupfs {
 
-namespace {
-
-// Splits `text` at `sep` (empty fields kept).
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (;;) {
-    size_t end = text.find(sep, start);
-    out.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return out;
-    start = end + 1;
-  }
-}
-
-}  // namespace
-
 // Read on every spawn, so without iostreams: one read of the table, then string views.
 std::vector<Mount> mounts() {
   std::vector<Mount> out;
-  auto text = readFile("/proc/self/mounts");
-  if (!text) return out;
-  for (std::string_view line : split(*text, '\n')) {
-    auto f = split(line, ' ');  // device, path, type, options, ...
+  auto table = readFile("/proc/self/mounts");
+  if (!table) return out;
+  for (std::string_view line : text::split(*table, '\n')) {
+    auto f = text::split(line, ' ');  // device, path, type, options, ...
     if (f.size() < 4 || (f[2] != "cgroup" && f[2] != "cgroup2")) continue;
     Mount m{std::string(f[2]), std::string(f[1]), {}};
-    for (std::string_view o : split(f[3], ',')) m.controllers.emplace_back(o);
+    for (std::string_view o : text::split(f[3], ',')) m.controllers.emplace_back(o);
     out.push_back(std::move(m));
   }
   return out;
@@ -81,11 +66,10 @@ Result<std::string> readFile(const std::string& path) {
 
 Status makeDirs(const std::string& base, const std::string& rel) {
   std::string cur = base;
-  std::stringstream ss(rel);
-  std::string part;
-  while (std::getline(ss, part, '/')) {
+  for (auto part : text::split(rel, '/')) {
     if (part.empty()) continue;
-    cur += "/" + part;
+    cur += "/";
+    cur += part;
     if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return errnoError("cannot create cgroup '" + cur + "'");
   }
   return {};
@@ -95,19 +79,16 @@ std::vector<pid_t> readPids(const std::string& procsFile) {
   std::vector<pid_t> out;
   auto text = readFile(procsFile);
   if (!text) return out;
-  std::istringstream in(*text);
-  long p;
-  while (in >> p) out.push_back(static_cast<pid_t>(p));
+  for (auto w : text::words(*text)) {
+    auto p = text::number(w);
+    if (!p) break;
+    out.push_back(static_cast<pid_t>(*p));
+  }
   return out;
 }
 
 std::optional<uint64_t> parseKeyValue(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  std::string k;
-  uint64_t v;
-  while (in >> k >> v)
-    if (k == key) return v;
-  return std::nullopt;
+  return text::keyValue(text, key);
 }
 
 std::optional<uint64_t> parseNumber(const std::string& text) {

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include <ctime>
-#include <sstream>
 
 #include "sandbox/cgroup.h"
+#include "sandbox/text.h"
 
 namespace akad::box {
 namespace {
@@ -27,13 +27,7 @@ Result<std::string> unifiedRoot() {
   return Error{"no cgroup2 hierarchy is mounted"};
 }
 
-bool hasWord(const std::string& text, const std::string& word) {
-  std::istringstream in(text);
-  std::string w;
-  while (in >> w)
-    if (w == word) return true;
-  return false;
-}
+using text::hasWord;
 
 void sleepMs(int ms) {
   timespec ts{0, ms * 1000000L};
@@ -73,10 +67,8 @@ Status removeDir(const std::string& dir) {
 Status enableControllers(const std::string& root, const std::string& parent, const std::vector<std::string>& wanted) {
   std::string cur = root;
   std::vector<std::string> levels = {root};
-  std::stringstream ss(parent);
-  std::string part;
-  while (std::getline(ss, part, '/'))
-    if (!part.empty()) levels.push_back(cur += "/" + part);
+  for (auto part : text::split(parent, '/'))
+    if (!part.empty()) levels.push_back(cur += "/" + std::string(part));
   for (const auto& dir : levels) {
     auto enabled = readFile(dir + "/cgroup.subtree_control");
     auto available = readFile(dir + "/cgroup.controllers");

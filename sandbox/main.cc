@@ -3,11 +3,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <optional>
+#include <set>
+#include <string>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "sandbox/gpu.h"
@@ -54,104 +55,128 @@ const Flag repeatable[] = {
     {"--gpu", "gpus", "GPU id from discovery (nvidia0, amd1): its nodes, device cgroup rule and *_VISIBLE_DEVICES (repeatable)"},
 };
 
-// `akabox run` with known flags, each scalar given once, every flag with one value that does
-// not look like a flag: the flags as the JSON fields a spec file has, read without building
-// the CLI11 parser (that alone cost about a tenth of a millisecond of every spawn). Anything
-// else (help, cleanup, an unknown or repeated flag, `--flag=value`, a stray argument) returns
-// nothing and goes to CLI11, which parses it or explains the mistake.
-std::optional<json> quickRunFlags(int argc, char** argv, std::string& specFile) {
-  if (argc < 2 || std::strcmp(argv[1], "run") != 0) return std::nullopt;
-  json flags = json::object();
-  auto find = [](const auto& table, const char* flag) -> const Flag* {
-    for (const auto& f : table)
-      if (std::strcmp(f.flag, flag) == 0) return &f;
-    return nullptr;
-  };
-  for (int i = 2; i < argc; ++i) {
-    const char* a = argv[i];
-    if (std::strcmp(a, "--command-is-pid1") == 0 || std::strcmp(a, "--mount-template") == 0) {
-      const char* field = a[2] == 'c' ? "command_is_pid1" : "mount_template";
-      if (flags.contains(field)) return std::nullopt;
-      flags[field] = true;
-      continue;
-    }
-    if (i + 1 >= argc || argv[i + 1][0] == '-') return std::nullopt;
-    const char* value = argv[++i];
-    if (std::strcmp(a, "--spec") == 0) {
-      if (!specFile.empty()) return std::nullopt;
-      specFile = value;
-    } else if (const Flag* f = find(scalars, a)) {
-      if (flags.contains(f->field)) return std::nullopt;
-      flags[f->field] = value;
-    } else if (const Flag* r = find(repeatable, a)) {
-      flags[r->field].push_back(value);
-    } else {
-      return std::nullopt;
-    }
-  }
-  return flags;
+// The command line, read without a parser library: akabox starts once per sandbox, and
+// CLI11 (with <iostream>) would add a tenth of a millisecond of static set-up to every spawn
+// before main (text.h). What it reads: `run` with the flags above, each scalar at most once,
+// as `--flag VALUE` or `--flag=VALUE` (a value that starts with "--" only in the second
+// form), switches any number of times, `cleanup` with its three options, and `--help`
+// anywhere.
+struct CommandLine {
+  enum class What { Run, Cleanup, Help, Mistake } what = What::Mistake;
+  json flags = json::object();  // run: the flags as the JSON fields a spec file has
+  std::string specFile;
+  std::string cleanupParent = "akabox", cleanupBackend = "auto";
+  bool cleanupTemplates = false;
+  std::string text;  // help, or what is wrong
+};
+
+void appendFlagHelp(std::string& out, const char* flag, const char* help) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-22s %s\n", flag, help);
+  out += line;
 }
 
-// CLI11: help, cleanup, and every command line quickRunFlags does not take. Returns the exit
-// status when akabox is done (help, a mistake, cleanup), or -1 with the run's flags filled.
-int parseWithCli11(int cliArgc, char** argv, json& flags, std::string& specFile) {
-  CLI::App app{"akabox: runs one command in a sandbox (namespaces, pivot_root, cgroup, seccomp, limits)\n"
-               "see docs/akabox.md for every option, result field and exit status"};
-  app.require_subcommand(1);
-  CLI::App* run = app.add_subcommand("run", "run COMMAND in a sandbox: akabox run [options] -- COMMAND [ARG...]");
-  CLI::App* cleanup = app.add_subcommand("cleanup", "kill and remove every cgroup left under --cgroup-parent");
-
-  std::map<std::string, std::string> scalar;  // JSON field -> flag value
-  std::map<std::string, std::vector<std::string>> lists;
-  run->add_option("--spec", specFile, "JSON spec; flags override it");
-  for (const auto& f : scalars) run->add_option(f.flag, scalar[f.field], f.help);
-  for (const auto& f : repeatable) run->add_option(f.flag, lists[f.field], f.help)->take_all();
-  bool pid1 = false;
-  run->add_flag("--command-is-pid1", pid1, "run the command as pid 1 (no separate reaper)");
-  bool mountTemplate = false;
-  run->add_flag("--mount-template", mountTemplate,
-                "copy a kept mount namespace built once per root layout instead of building the root anew");
-
-  std::string cleanupParent = "akabox", cleanupBackend = "auto";
-  cleanup->add_option("--cgroup-parent", cleanupParent, "parent cgroup (default akabox)");
-  cleanup->add_option("--cgroup-backend", cleanupBackend, "auto (default), v1 or v2");
-  bool cleanupTemplates = false;
-  cleanup->add_flag("--templates", cleanupTemplates, "also unmount and remove the kept mount templates");
-
-  try {
-    app.parse(cliArgc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 125;
+std::string usage(const char* subcommand) {
+  std::string out =
+      "akabox: runs one command in a sandbox (namespaces, pivot_root, cgroup, seccomp, limits)\n"
+      "see docs/akabox.md for every option, result field and exit status\n\n";
+  if (!subcommand || std::strcmp(subcommand, "run") == 0) {
+    out += "akabox run [options] -- COMMAND [ARG...]\n";
+    appendFlagHelp(out, "--spec FILE", "JSON spec; flags override it");
+    for (const auto& f : scalars) appendFlagHelp(out, (std::string(f.flag) + " VALUE").c_str(), f.help);
+    for (const auto& f : repeatable) appendFlagHelp(out, (std::string(f.flag) + " VALUE").c_str(), f.help);
+    appendFlagHelp(out, "--command-is-pid1", "run the command as pid 1 (no separate reaper)");
+    appendFlagHelp(out, "--mount-template", "copy a kept mount namespace built once per root layout instead of building the root anew");
   }
+  if (!subcommand || std::strcmp(subcommand, "cleanup") == 0) {
+    out += "akabox cleanup [options]: kill and remove every cgroup left under --cgroup-parent\n";
+    appendFlagHelp(out, "--cgroup-parent NAME", "parent cgroup (default akabox)");
+    appendFlagHelp(out, "--cgroup-backend B", "auto (default), v1 or v2");
+    appendFlagHelp(out, "--templates", "also unmount and remove the kept mount templates");
+  }
+  return out;
+}
 
-  if (*cleanup) {
-    box::CgroupBackendChoice choice = cleanupBackend == "v1"   ? box::CgroupBackendChoice::V1
-                                      : cleanupBackend == "v2" ? box::CgroupBackendChoice::V2
-                                                               : box::CgroupBackendChoice::Auto;
-    auto n = box::cleanupLeftovers(cleanupParent, choice);
-    if (!n) {
-      std::cerr << "akabox cleanup: " << n.error().message << "\n";
+// argv[1..argc) without the command after "--".
+CommandLine parseCommandLine(int argc, char** argv) {
+  CommandLine cl;
+  auto mistake = [&](const std::string& why) {
+    cl.what = CommandLine::What::Mistake;
+    cl.text = why + "\nrun 'akabox --help' for the options";
+    return cl;
+  };
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      cl.what = CommandLine::What::Help;
+      cl.text = usage(i > 1 && (std::strcmp(argv[1], "run") == 0 || std::strcmp(argv[1], "cleanup") == 0) ? argv[1] : nullptr);
+      return cl;
+    }
+  if (argc < 2) return mistake("a subcommand is required: run or cleanup");
+  const bool run = std::strcmp(argv[1], "run") == 0;
+  if (!run && std::strcmp(argv[1], "cleanup") != 0) return mistake(std::string("unknown subcommand '") + argv[1] + "'");
+  cl.what = run ? CommandLine::What::Run : CommandLine::What::Cleanup;
+  std::set<std::string> given;
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::optional<std::string> value;
+    if (flag.rfind("--", 0) != 0) return mistake("unexpected argument '" + flag + "' (the command goes after --)");
+    if (auto eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag.resize(eq);
+    }
+    const bool isSwitch = run ? (flag == "--command-is-pid1" || flag == "--mount-template") : flag == "--templates";
+    if (isSwitch) {
+      if (value) return mistake(flag + " takes no value");  // given twice, it means the same
+      if (flag == "--templates") cl.cleanupTemplates = true;
+      else cl.flags[flag == "--mount-template" ? "mount_template" : "command_is_pid1"] = true;
+      continue;
+    }
+    const Flag* scalar = nullptr;
+    const Flag* list = nullptr;
+    if (run) {
+      for (const auto& f : scalars)
+        if (flag == f.flag) scalar = &f;
+      for (const auto& f : repeatable)
+        if (flag == f.flag) list = &f;
+    }
+    const bool known = scalar || list || (run ? flag == "--spec" : flag == "--cgroup-parent" || flag == "--cgroup-backend");
+    if (!known) return mistake("unknown option '" + flag + "' for akabox " + argv[1]);
+    if (!value) {
+      if (i + 1 >= argc || std::strncmp(argv[i + 1], "--", 2) == 0)
+        return mistake(flag + " needs a value (write " + flag + "=VALUE for one that starts with --)");
+      value = argv[++i];
+    }
+    if (!list && !given.insert(flag).second) return mistake(flag + " is given more than once");
+    if (list) cl.flags[list->field].push_back(*value);
+    else if (scalar) cl.flags[scalar->field] = *value;
+    else if (flag == "--spec") cl.specFile = *value;
+    else if (flag == "--cgroup-parent") cl.cleanupParent = *value;
+    else cl.cleanupBackend = *value;
+  }
+  if (!run && cl.cleanupBackend != "auto" && cl.cleanupBackend != "v1" && cl.cleanupBackend != "v2")
+    return mistake("--cgroup-backend must be auto, v1 or v2, not '" + cl.cleanupBackend + "'");
+  return cl;
+}
+
+int cleanup(const CommandLine& cl) {
+  box::CgroupBackendChoice choice = cl.cleanupBackend == "v1"   ? box::CgroupBackendChoice::V1
+                                    : cl.cleanupBackend == "v2" ? box::CgroupBackendChoice::V2
+                                                                : box::CgroupBackendChoice::Auto;
+  auto n = box::cleanupLeftovers(cl.cleanupParent, choice);
+  if (!n) {
+    std::fprintf(stderr, "akabox cleanup: %s\n", n.error().message.c_str());
+    return 125;
+  }
+  std::fprintf(stderr, "akabox cleanup: removed %d cgroup(s) under %s\n", *n, cl.cleanupParent.c_str());
+  if (cl.cleanupTemplates) {
+    auto t = box::removeMountTemplates();
+    if (!t) {
+      std::fprintf(stderr, "akabox cleanup: %s\n", t.error().message.c_str());
       return 125;
     }
-    std::cerr << "akabox cleanup: removed " << *n << " cgroup(s) under " << cleanupParent << "\n";
-    if (cleanupTemplates) {
-      auto t = box::removeMountTemplates();
-      if (!t) {
-        std::cerr << "akabox cleanup: " << t.error().message << "\n";
-        return 125;
-      }
-      std::cerr << "akabox cleanup: removed " << *t << " mount template(s)\n";
-    }
-    return 0;
+    std::fprintf(stderr, "akabox cleanup: removed %d mount template(s)\n", *t);
   }
-
-  for (const auto& f : scalars)
-    if (run->count(f.flag)) flags[f.field] = scalar[f.field];
-  for (const auto& f : repeatable)
-    if (run->count(f.flag)) flags[f.field] = lists[f.field];
-  if (pid1) flags["command_is_pid1"] = true;
-  if (mountTemplate) flags["mount_template"] = true;
-  return -1;
+  return 0;
 }
 
 }  // namespace
@@ -174,13 +199,15 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::string specFile;
-  std::optional<json> quick = quickRunFlags(cliArgc, argv, specFile);
-  json flags = quick ? std::move(*quick) : json::object();
-  if (!quick) {
-    specFile.clear();
-    if (int status = parseWithCli11(cliArgc, argv, flags, specFile); status >= 0) return status;
+  CommandLine cl = parseCommandLine(cliArgc, argv);
+  switch (cl.what) {
+    case CommandLine::What::Help: std::fputs(cl.text.c_str(), stdout); return 0;
+    case CommandLine::What::Mistake: std::fprintf(stderr, "akabox: %s\n", cl.text.c_str()); return 125;
+    case CommandLine::What::Cleanup: return cleanup(cl);
+    case CommandLine::What::Run: break;
   }
+  json flags = std::move(cl.flags);
+  const std::string& specFile = cl.specFile;
   if (!command.empty()) flags["command"] = command;
 
   json file = json::object();
@@ -214,12 +241,12 @@ int main(int argc, char** argv) {
   }
   box::SandboxResult result = box::runSandbox(*spec, &early);
   if (auto st = box::deliverResult(*spec, result); !st) {
-    std::cerr << "akabox: " << st.error().message << "\n";
+    std::fprintf(stderr, "akabox: %s\n", st.error().message.c_str());
     return 125;
   }
   // Done: the sandbox is gone and the result written. Exit without running destructors (the
   // command line's options, the spec), which would only free memory; that is part of every
   // spawn's latency.
-  std::cout.flush();
+  std::fflush(stdout);
   ::_exit(result.exitStatus);
 }

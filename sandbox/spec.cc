@@ -1,11 +1,15 @@
 #include "sandbox/spec.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <set>
-#include <sstream>
+#include <string_view>
+
+#include "common/unique_fd.h"
+#include "sandbox/text.h"
 
 namespace akad::box {
 namespace {
@@ -15,8 +19,8 @@ using nlohmann::json;
 constexpr uint64_t kMaxSpecBytes = 1 << 20;
 
 // Fields whose flags append to the file's list instead of replacing it.
-const std::set<std::string> kListFields = {"binds", "tmpfs", "devices", "gpus"};
-const std::set<std::string> kKnownFields = {
+constexpr std::string_view kListFields[] = {"binds", "tmpfs", "devices", "gpus"};
+constexpr std::string_view kKnownFields[] = {
     "root", "binds", "workspace", "tmpfs", "env", "memory", "pids", "cpus", "cpu_time",
     "wall_time", "output_limit", "net", "seccomp", "uid", "gid", "outside_uid", "outside_gid",
     "stdin", "stdout", "stderr", "result", "result_fd", "devices", "gpus", "cgroup_parent",
@@ -76,9 +80,7 @@ Result<uint32_t> asId(const json& v, const std::string& field) {
 
 bool isAbsoluteClean(const std::string& p) {
   if (p.empty() || p[0] != '/') return false;
-  std::stringstream ss(p);
-  std::string part;
-  while (std::getline(ss, part, '/'))
+  for (auto part : text::split(p, '/'))
     if (part == "..") return false;
   return true;
 }
@@ -96,17 +98,12 @@ Result<BindMount> parseBind(const json& v) {
     b.dev = v.value("dev", false);
   } else if (v.is_string()) {
     std::string s = v.get<std::string>();
-    std::vector<std::string> parts;
-    std::stringstream ss(s);
-    std::string part;
-    while (std::getline(ss, part, ':')) parts.push_back(part);
+    const auto parts = text::fields(s, ':');
     if (parts.size() < 1 || parts.size() > 3) return fieldError("binds", "expected SRC:DST[:rw|ro][,dev], got '" + s + "'");
     b.src = parts[0];
     b.dst = parts.size() >= 2 ? parts[1] : parts[0];
     if (parts.size() == 3) {
-      std::stringstream modes(parts[2]);
-      std::string mode;
-      while (std::getline(modes, mode, ',')) {
+      for (auto mode : text::fields(parts[2], ',')) {
         if (mode == "rw") b.rw = true;
         else if (mode == "dev") b.dev = true;
         else if (mode != "ro") return fieldError("binds", "mode must be rw, ro or dev in '" + s + "'");
@@ -167,7 +164,7 @@ json mergeFlags(const json& fileIn, const json& flagsIn) {
   if (flags.contains("env")) flags["env"] = envAsObject(flags["env"]);
   for (auto it = flags.begin(); it != flags.end(); ++it) {
     const std::string& key = it.key();
-    if (kListFields.count(key) && merged.contains(key) && merged[key].is_array() && it->is_array()) {
+    if (std::find(std::begin(kListFields), std::end(kListFields), key) != std::end(kListFields) && merged.contains(key) && merged[key].is_array() && it->is_array()) {
       for (const auto& e : *it) merged[key].push_back(e);
     } else if (key == "env" && merged.contains("env") && merged["env"].is_object() && it->is_object()) {
       for (auto e = it->begin(); e != it->end(); ++e) merged["env"][e.key()] = e.value();
@@ -199,12 +196,16 @@ Result<uint64_t> parseSize(const std::string& text) {
 }
 
 Result<json> loadSpecFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errnoError("cannot open spec file '" + path + "'");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError("cannot open spec file '" + path + "'");
   std::string text;
   char buf[16384];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errnoError("cannot read spec file '" + path + "'");
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxSpecBytes) return Error{"spec file '" + path + "' is larger than 1 MiB"};
   }
   json j = json::parse(text, nullptr, false);
@@ -224,7 +225,7 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
   json j = mergeFlags(file, flags);
   SandboxSpec s;
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (!kKnownFields.count(it.key())) return fieldError(it.key(), "unknown field (see docs/akabox.md)");
+    if (std::find(std::begin(kKnownFields), std::end(kKnownFields), it.key()) == std::end(kKnownFields)) return fieldError(it.key(), "unknown field (see docs/akabox.md)");
 
   auto str = [&](const char* f, std::string& out) -> Status {
     if (!j.contains(f)) return {};
