@@ -475,8 +475,10 @@ struct EarlyStart {
   if (cmd < 0) must(c, errnoError("vfork"), "starting the command");
   if (cmd == 0) runCommand(c, entry.policy.get(), pinned, {});
   // Best effort, as above, and only now that the command has exec'd (it would inherit the
-  // value through vfork), beside it.
-  (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");
+  // value through vfork). The init is on the command's CPU, so this runs once the command
+  // ends, on the way to its report. When the command hands akabox a seccomp listener, akabox
+  // writes it instead while the command runs (subproc.cc, shieldInitFromOom).
+  if (!(entry.policy && entry.policy->reportsViolations())) (void)writeOwnFile("/proc/self/oom_score_adj", "-1000");
   reapUntilCommandExits(c, cmd);
 }
 

@@ -62,6 +62,19 @@ unsigned long cloneFlags(bool mountTemplate) {
   return (mountTemplate ? 0 : CLONE_NEWNS) | CLONE_NEWPID;
 }
 
+// The init is tiny, so the OOM killer already prefers the command; shielding the init as
+// well (oom_score_adj -1000) needs CAP_SYS_RESOURCE, which some hosts withhold even from
+// root: best effort. akabox writes it once it holds the command's seccomp listener: the
+// command sent it, so it exists, and as a vfork child it has its own value, which a write to
+// its parent's leaves alone (the kernel copies the value to processes sharing the memory
+// only for CLONE_VM without CLONE_VFORK). Done here, while the command runs, rather than by
+// the init, which shares the command's CPU and would do it after the command's end.
+void shieldInitFromOom(pid_t initPid) {
+  const std::string path = "/proc/" + std::to_string(initPid) + "/oom_score_adj";
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.valid()) (void)!::write(fd.get(), "-1000", 5);
+}
+
 // The init's exit tears its mount namespace down (every mount of the sandbox unmounted, then
 // an expedited RCU grace period) before the init becomes a zombie, the pidfd wakes akabox and
 // the cgroup can go: about a fifth of a millisecond of every spawn. Holding a reference to
@@ -356,6 +369,7 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
         // The command sends its listener after the init's mount namespace is final, and
         // akabox has nothing else to do while the command runs.
         releaseMountNamespaceWhenDone(pid_, pidFd_.get());
+        shieldInitFromOom(pid_);
       }
       channel_.reset();  // one listener per sandbox
     }
