@@ -62,7 +62,7 @@ Status checkParentAlive(int lifelineFd) {
 
 // What akabox prepared while the init started (an EntryMessage's descriptors and filter).
 struct Entry {
-  UniqueFd mountTemplate, netns;
+  UniqueFd mountTemplate, netns, ipc, uts;
   std::vector<UniqueFd> cgroupJoin;
   std::unique_ptr<SeccompPolicy> policy;  // null: no filter
 };
@@ -101,11 +101,15 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from = "akabox"
   if (got < static_cast<ssize_t>(sizeof(m))) return Error{std::string(from) + " went away before releasing the sandbox"};
   std::vector<UniqueFd> fds = takeRights(msg);
   Entry e;
-  const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNetns + m.cgroupJoinCount);
+  const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNetns + 2 * m.hasIpcUts + m.cgroupJoinCount);
   size_t i = 0;
   auto next = [&] { return i < fds.size() ? std::move(fds[i++]) : UniqueFd(); };
   if (m.hasMountTemplate) e.mountTemplate = next();
   if (m.hasNetns) e.netns = next();
+  if (m.hasIpcUts) {
+    e.ipc = next();
+    e.uts = next();
+  }
   while (i < fds.size()) e.cgroupJoin.push_back(next());
   if (fds.size() != expected || (msg.msg_flags & MSG_CTRUNC))
     return Error{std::string("the release message from ") + from + " carries " + std::to_string(fds.size()) + " descriptors, not " +
@@ -120,13 +124,20 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from = "akabox"
   return e;
 }
 
-// Enters the network namespace and (v1) the cgroup akabox prepared. Writing "0" to a `tasks`
-// file moves the writing thread itself, which skips the kernel's global migration lock
-// (cgroup.h says why).
-Status enterPrepared(Entry& e) {
+// Enters the network namespace, the ipc and uts namespaces (naming the host `hostname`) and
+// (v1) the cgroup akabox prepared. Writing "0" to a `tasks` file moves the writing thread
+// itself, which skips the kernel's global migration lock (cgroup.h says why).
+Status enterPrepared(Entry& e, const std::string& hostname) {
   if (e.netns.valid()) {
     if (::setns(e.netns.get(), CLONE_NEWNET) != 0) return errnoError("setns(network namespace)");
     e.netns.reset();
+  }
+  if (e.ipc.valid() && e.uts.valid()) {
+    if (::setns(e.ipc.get(), CLONE_NEWIPC) != 0) return errnoError("setns(ipc namespace)");
+    if (::setns(e.uts.get(), CLONE_NEWUTS) != 0) return errnoError("setns(uts namespace)");
+    if (::sethostname(hostname.data(), hostname.size()) != 0) return errnoError("sethostname");
+    e.ipc.reset();
+    e.uts.reset();
   }
   for (auto& fd : e.cgroupJoin) {
     ssize_t n = ::write(fd.get(), "0", 1);
@@ -242,7 +253,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
 // installs none.
 Status forwardToInit(int linkFd, const Entry& e) {
   EntryMessage m;
-  std::vector<int> fds = releaseDescriptors(m, e.netns, e.cgroupJoin);
+  std::vector<int> fds = releaseDescriptors(m, e.netns, UniqueFd(), UniqueFd(), e.cgroupJoin);
   iovec iov{&m, sizeof(m)};
   if (sendWithRights(linkFd, &iov, 1, fds, MSG_NOSIGNAL) < 0) return errnoError("sendmsg(to the sandbox's init)");
   return {};
@@ -338,7 +349,7 @@ struct EarlyStart {
   auto e = receiveEntry(c.channelFd, c.spin);
   if (!e) must(c, e.error(), "waiting for akabox");
   must(c, forwardToInit(early.linkFd, *e), "handing the release to the init");
-  must(c, enterPrepared(*e), "entering the sandbox's cgroup and network namespace");
+  must(c, enterPrepared(*e, c.spec->hostname), "entering the sandbox's cgroup and network namespace");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
   const Placement& p = c.placement;
@@ -378,9 +389,12 @@ struct EarlyStart {
   ::umask(0);
   defaultSignalDispositions();
   // The ipc namespace (its mqueue mount is a fifth of clone3's cost) and the uts namespace
-  // are made here, beside akabox's work, rather than in clone3 on the serial path.
-  must(c, sysOk(::unshare(CLONE_NEWIPC | CLONE_NEWUTS), "unshare(CLONE_NEWIPC | CLONE_NEWUTS)"), "ipc and uts namespaces");
-  must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");
+  // are not made in clone3, on the serial path: akabox's namespace thread makes them beside
+  // everything else and the release brings them (net.h); without it the init makes them here.
+  if (!c.ipcUtsHanded) {
+    must(c, sysOk(::unshare(CLONE_NEWIPC | CLONE_NEWUTS), "unshare(CLONE_NEWIPC | CLONE_NEWUTS)"), "ipc and uts namespaces");
+    must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");
+  }
   // Meanwhile akabox prepares the cgroup and the seccomp policy, and its thread the network
   // namespace (net.h): the cores work in parallel.
   auto receive = [&] {
@@ -432,7 +446,7 @@ struct EarlyStart {
     auto forwarded = receiveEntry(initEnd.get(), false, "the command", &commandGone);
     if (!forwarded) must(c, forwarded.error(), "waiting for the command");
     if (!commandGone) {
-      must(c, enterPrepared(*forwarded), "entering the sandbox's cgroup and network namespace");
+      must(c, enterPrepared(*forwarded, s.hostname), "entering the sandbox's cgroup and network namespace");
       // The command execs only after this word: by then the init is where the sandbox is.
       (void)!::send(initEnd.get(), "m", 1, MSG_NOSIGNAL);
     }
@@ -442,7 +456,8 @@ struct EarlyStart {
 
   buildMounts({});
   Entry entry = receive();
-  must(c, enterPrepared(entry), "entering the sandbox's cgroup and network namespace");
+  if (c.ipcUtsHanded && !entry.uts.valid()) must(c, Error{"akabox sent no ipc and uts namespaces"}, "waiting for akabox");
+  must(c, enterPrepared(entry, s.hostname), "entering the sandbox's namespaces and cgroup");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
   // akabox's scheduling policy and CPU set back, for the command (subproc.cc says why the

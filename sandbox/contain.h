@@ -34,17 +34,24 @@ struct ReportMessage {
 struct EntryMessage {
   uint8_t hasMountTemplate = 0;
   uint8_t hasNetns = 0;
+  uint8_t hasIpcUts = 0;  // the ipc and the uts namespace, in that order
   uint8_t cgroupJoinCount = 0;
   uint32_t policyBytes = 0;
 };
-// The network namespace and cgroup `tasks` descriptors of a release, in the order above,
-// counted into `m`: akabox's release to the init, and the early command's copy of it to the
-// init (contain.cc).
-inline std::vector<int> releaseDescriptors(EntryMessage& m, const UniqueFd& netns, const std::vector<UniqueFd>& cgroupJoin) {
+// The namespace and cgroup `tasks` descriptors of a release, in the order above, counted
+// into `m`: akabox's release to the init, and the early command's copy of it to the init
+// (contain.cc), which has no ipc and uts namespaces (the init made its own).
+inline std::vector<int> releaseDescriptors(EntryMessage& m, const UniqueFd& netns, const UniqueFd& ipc, const UniqueFd& uts,
+                                           const std::vector<UniqueFd>& cgroupJoin) {
   std::vector<int> fds;
   if (netns.valid()) {
     m.hasNetns = 1;
     fds.push_back(netns.get());
+  }
+  if (ipc.valid() && uts.valid()) {
+    m.hasIpcUts = 1;
+    fds.push_back(ipc.get());
+    fds.push_back(uts.get());
   }
   for (const auto& fd : cgroupJoin) fds.push_back(fd.get());
   m.cgroupJoinCount = static_cast<uint8_t>(cgroupJoin.size());
@@ -89,6 +96,9 @@ struct ContainContext {
   // The command starts at once, beside the init's mount build, when there is no template
   // (subproc.h's earlyCommandAsked).
   bool earlyCommand = false;
+  // The ipc and uts namespaces come with the release (made by akabox's namespace thread,
+  // net.h); otherwise the init unshares them itself at its start.
+  bool ipcUtsHanded = false;
 };
 
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.

@@ -19,12 +19,24 @@
 namespace akad::box {
 namespace {
 
-// The calling thread's own new network namespace, open in `fd`. System calls only (net.h
-// says why). Returns the step that failed, with errno set, or null.
-const char* unshareNamespace(int& fd) {
-  if (::unshare(CLONE_NEWNET) != 0) return "unshare(CLONE_NEWNET)";
-  fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-  return fd < 0 ? "open /proc/thread-self/ns/net" : nullptr;
+// New namespaces for the calling thread alone: the network namespace, and with `all` the ipc
+// and uts namespaces too, opened into the given descriptors. System calls only (net.h says
+// why). Returns the step that failed, with errno set, or null.
+const char* unshareNamespaces(bool all, int& net, int& ipc, int& uts) {
+  if (::unshare(CLONE_NEWNET | (all ? CLONE_NEWIPC | CLONE_NEWUTS : 0)) != 0)
+    return all ? "unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)" : "unshare(CLONE_NEWNET)";
+  // The first lookup in /proc/thread-self is the dear one; the rest go from its directory.
+  int dir = ::open("/proc/thread-self/ns", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return "open /proc/thread-self/ns";
+  net = ::openat(dir, "net", O_RDONLY | O_CLOEXEC);
+  if (all && net >= 0) ipc = ::openat(dir, "ipc", O_RDONLY | O_CLOEXEC);
+  if (all && ipc >= 0) uts = ::openat(dir, "uts", O_RDONLY | O_CLOEXEC);
+  const int err = errno;
+  ::close(dir);
+  errno = err;
+  if (net < 0) return "open /proc/thread-self/ns/net";
+  if (all && (ipc < 0 || uts < 0)) return "open /proc/thread-self/ns/ipc and uts";
+  return nullptr;
 }
 
 // A fresh network namespace has only a loopback interface, and it is down: up it goes, in
@@ -57,7 +69,8 @@ void setAndWake(int& word) {
 
 NetworkNamespaceMaker::~NetworkNamespaceMaker() {
   if (running_) waitFor(done_, false);
-  if (fd_ >= 0) ::close(fd_);
+  for (int fd : {fd_, ipcFd_, utsFd_})
+    if (fd >= 0) ::close(fd);
 }
 
 void NetworkNamespaceMaker::waitFor(int& word, bool spin) {
@@ -95,7 +108,7 @@ Status NetworkNamespaceMaker::start() {
 
 void* NetworkNamespaceMaker::run(void* arg) {
   auto* self = static_cast<NetworkNamespaceMaker*>(arg);
-  const char* failed = unshareNamespace(self->fd_);
+  const char* failed = unshareNamespaces(true, self->fd_, self->ipcFd_, self->utsFd_);
   if (failed) {
     self->failedStep_ = failed;
     self->err_ = errno;
@@ -111,27 +124,31 @@ void* NetworkNamespaceMaker::run(void* arg) {
   return nullptr;  // the thread ends; the descriptor keeps the namespace
 }
 
-Result<UniqueFd> NetworkNamespaceMaker::makeHere() {
+Result<SandboxNamespaces> NetworkNamespaceMaker::makeHere() {
   UniqueFd own(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!own.valid()) return errnoError("open /proc/thread-self/ns/net (akabox's own network namespace)");
-  int fd = -1;
-  const char* failed = unshareNamespace(fd);
+  int fd = -1, unused = -1;
+  const char* failed = unshareNamespaces(false, fd, unused, unused);
   if (!failed) failed = bringLoopbackUp();
   const int err = errno;
-  UniqueFd made(fd);
+  SandboxNamespaces made;
+  made.net.reset(fd);
   // Back home first, whatever happened: akabox must not stay in the sandbox's namespace.
   if (::setns(own.get(), CLONE_NEWNET) != 0) return errnoError("setns back to akabox's own network namespace");
   if (failed) return errnoError(std::string("network namespace: ") + failed, err);
   return made;
 }
 
-Result<UniqueFd> NetworkNamespaceMaker::take(bool spin) {
+Result<SandboxNamespaces> NetworkNamespaceMaker::take(bool spin) {
   if (running_) waitFor(opened_, spin);
   if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);
   if (fd_ < 0) return Error{"network namespace: not started"};
-  UniqueFd fd(fd_);
-  fd_ = -1;
-  return fd;
+  SandboxNamespaces ns;
+  ns.net.reset(fd_);
+  ns.ipc.reset(ipcFd_);
+  ns.uts.reset(utsFd_);
+  fd_ = ipcFd_ = utsFd_ = -1;
+  return ns;
 }
 
 Status NetworkNamespaceMaker::loopbackUp(bool spin) {

@@ -78,7 +78,9 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
   if (spec.net == NetMode::None) {
     auto ns = netns.running() ? netns.take(spinningPays()) : NetworkNamespaceMaker::makeHere();
     if (!ns) return ns.error();
-    entry.netns = std::move(*ns);
+    entry.netns = std::move(ns->net);
+    entry.ipc = std::move(ns->ipc);  // release() drops them if the init makes its own
+    entry.uts = std::move(ns->uts);
   }
   return entry;
 }
@@ -176,6 +178,7 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
   req.devices = devices;
   req.stdinFd = stdinFile.get();
   req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
+  req.ipcUtsFromThread = spec.net == NetMode::None && netns.running();
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
   auto init = SandboxInit::start(req);

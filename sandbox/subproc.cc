@@ -176,6 +176,12 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   place.restoreCpus = cpusBesidesThisOne(place.cpus, others);
   // Decided here, not in the init: there the CPU set is the one akabox narrows below.
   const bool spin = spinningPays();
+  // The early command starts before the release and inherits the init's own ipc and uts
+  // namespaces (contain.cc), so with it the thread's are not used.
+  const SandboxSpec& s = *req.spec;
+  const bool earlyPath = !s.commandIsPid1 && !s.mountTemplate && spin && earlyCommandAsked();
+  const bool ipcUtsHanded = req.ipcUtsFromThread && !earlyPath;
+  self->ipcUtsHanded_ = ipcUtsHanded;
 
   self->t0_ = monotonicS();
   int pidfd = -1;
@@ -207,6 +213,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.placement = place;
     c.spin = spin;
     c.earlyCommand = spin && earlyCommandAsked();
+    c.ipcUtsHanded = ipcUtsHanded;
     runSandboxInit(c);
   }
   self->pid_ = static_cast<pid_t>(pid);
@@ -244,7 +251,13 @@ Status SandboxInit::handMountTemplate(UniqueFd mountTemplate) {
 
 Status SandboxInit::release(SandboxEntry entry) {
   EntryMessage m;
-  std::vector<int> fds = releaseDescriptors(m, entry.netns, entry.cgroupJoin);
+  if (!ipcUtsHanded_) {  // the init made its own
+    entry.ipc.reset();
+    entry.uts.reset();
+  } else if (!entry.ipc.valid() || !entry.uts.valid()) {
+    return Error{"the sandbox's ipc and uts namespaces are missing from the release"};
+  }
+  std::vector<int> fds = releaseDescriptors(m, entry.netns, entry.ipc, entry.uts, entry.cgroupJoin);
   policy_ = entry.policy;
   std::string filter = policy_ ? policy_->serialize() : std::string();
   if (filter.size() > kMaxFilterBytes) return Error{"the seccomp filter is too large to hand to the sandbox's init"};

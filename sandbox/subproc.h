@@ -35,12 +35,16 @@ struct SpawnRequest {
   std::vector<DevicePassthrough> devices;
   int stdinFd = -1;
   int cloneIntoCgroupFd = -1;  // v2: the init is born in this cgroup (CLONE_INTO_CGROUP)
+  // akabox's namespace thread makes the ipc and uts namespaces too (net.h): the init can take
+  // them with the release instead of making its own, unless it starts the command early.
+  bool ipcUtsFromThread = false;
 };
 
 // What the init enters when akabox releases it, before it starts the command.
 struct SandboxEntry {
   const SeccompPolicy* policy = nullptr;  // the command's filter (sent as bytes), or none
   UniqueFd netns;                     // the sandbox's network namespace (--net none)
+  UniqueFd ipc, uts;                  // its ipc and uts namespaces, when the init expects them
   std::vector<UniqueFd> cgroupJoin;   // v1: the cgroup's `tasks` files, opened for writing
 };
 
@@ -88,16 +92,18 @@ class SandboxInit {
   SandboxInit& operator=(const SandboxInit&) = delete;
 
   // clone3 into a new pid namespace, and a new mount namespace unless the spec copies a mount
-  // template. The init makes its ipc and uts namespaces, starts building its mount namespace
-  // (or waits for the template, handMountTemplate()) at once and then waits for release().
+  // template. The init makes its ipc and uts namespaces unless the release brings them
+  // (SpawnRequest::ipcUtsFromThread), starts building its mount namespace (or waits for the
+  // template, handMountTemplate()) at once and then waits for release().
   static Result<std::unique_ptr<SandboxInit>> start(const SpawnRequest& req);
 
   // With a mount template: hands the init the template first, so that it copies it while
   // akabox prepares the rest.
   Status handMountTemplate(UniqueFd mountTemplate);
 
-  // Hands the init its network namespace, its cgroup and the command's seccomp filter; from
-  // here on it finishes its set-up and starts the command. The policy must outlive
+  // Hands the init its network namespace (with its ipc and uts namespaces when it expects
+  // them), its cgroup and the command's seccomp filter; from here on it finishes its set-up
+  // and starts the command. The policy must outlive
   // supervise().
   // An init that failed meanwhile is not an error here: supervise() reports its message.
   Status release(SandboxEntry entry);
@@ -117,6 +123,7 @@ class SandboxInit {
   const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
   pid_t pid_ = -1;
   bool reaped_ = false;
+  bool ipcUtsHanded_ = false;  // the init takes its ipc and uts namespaces from release()
   double t0_ = 0;
   UniqueFd pidFd_;
   UniqueFd go_;            // write end of the go signal
