@@ -150,6 +150,23 @@ TEST_F(BoxTest, WorkingDirectoryIsEnteredAsTheSandboxsUser) {
   EXPECT_EQ(ok.out, "/workspace\n");
 }
 
+// The sandbox runs in a session of its own, with no controlling terminal: a session that
+// reached outside the pid namespace would be akabox's caller's, whose terminal (TIOCSTI)
+// must stay out of reach.
+TEST_F(BoxTest, TheSandboxHasASessionOfItsOwnWithoutATerminal) {
+  // /proc/self/stat after the ")" of the name: state ppid pgrp session tty_nr ...
+  BoxRun r = run({}, {"/bin/sh", "-c", "set -- $(sed 's/.*) //' /proc/self/stat); echo session=$4; echo tty=$5; "
+                                         "if (exec 3</dev/tty) 2>/dev/null; then echo devtty=open; else echo devtty=refused; fi"});
+  ASSERT_EQ(r.exitStatus, 0) << r.err;
+  // The leader's pid as the sandbox sees it; 0 would be a leader outside the sandbox's pid
+  // namespace: the caller's session.
+  const std::string session = value(r.out, "session");
+  EXPECT_TRUE(!session.empty() && session.find_first_not_of("0123456789") == std::string::npos) << r.out;
+  EXPECT_NE(session, "0") << r.out;
+  EXPECT_EQ(value(r.out, "tty"), "0") << r.out;
+  EXPECT_EQ(value(r.out, "devtty"), "refused") << r.out;
+}
+
 // The init is shielded from the OOM killer (oom_score_adj -1000) while the command runs; the
 // command itself must keep its caller's value, or a memory hog could never be killed alone.
 // (The shield is written by akabox or the init after the command starts: polled for.)
