@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -16,8 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <system_error>
-#include <thread>
 
 #include "common/unique_fd.h"
 #include "sandbox/contain.h"
@@ -82,25 +81,48 @@ void shieldInitFromOom(pid_t initPid) {
 // the init is gone, while akabox reads the accounting, removes the cgroup and writes the
 // result. The thread owns both descriptors; a process exits only when all its threads have,
 // so the namespace is gone before akabox's caller sees akabox exit.
+// The thread's whole work: wait for the init's end, drop the namespace. Its two descriptors
+// come packed in the argument and it allocates nothing: a first malloc or free on a new
+// thread sets up a malloc arena for it (four system calls), and as akabox's last thread it
+// is on the way to akabox's exit (the std::thread it was showed them there).
+void* dropMountNamespace(void* arg) {
+  const auto fds = reinterpret_cast<uintptr_t>(arg);
+  const int ns = static_cast<int>(fds & 0xffffffffu), done = static_cast<int>(fds >> 32);
+  pollfd p{done, POLLIN, 0};
+  while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+  ::close(ns);  // the teardown: every mount of the sandbox, then an expedited RCU grace period
+  ::close(done);
+  return nullptr;
+}
+
 void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd) {
   UniqueFd ns(::open(("/proc/" + std::to_string(initPid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd done(::fcntl(initPidFd, F_DUPFD_CLOEXEC, 3));
   if (!ns.valid() || !done.valid()) return;  // no shortcut: the init's exit does the work
+  pthread_attr_t attr;
+  if (::pthread_attr_init(&attr) != 0) return;
+  (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few system calls deep
+  (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   // Off akabox's CPU: woken there, the thread would wait behind akabox's accounting (both
   // are SCHED_BATCH) and do the teardown in akabox's exit after all, while the CPU the
   // init left idles.
   cpu_set_t all, others;
-  const bool move = cpusBesidesThisOne(all, others);
-  try {
-    std::thread([ns = std::move(ns), done = std::move(done), move, others]() mutable {
-      if (move) (void)::sched_setaffinity(0, sizeof(others), &others);
-      pollfd p{done.get(), POLLIN, 0};
-      while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
-      }
-      ns.reset();
-    }).detach();
-  } catch (const std::system_error&) {
-    // No thread: the descriptors close here and the init's exit does the work as before.
+  if (cpusBesidesThisOne(all, others)) (void)::pthread_attr_setaffinity_np(&attr, sizeof(others), &others);
+  sigset_t every, old;
+  sigfillset(&every);
+  ::pthread_sigmask(SIG_SETMASK, &every, &old);  // signals are for akabox's main thread
+  const uintptr_t packed = static_cast<uintptr_t>(static_cast<uint32_t>(ns.get())) |
+                           (static_cast<uintptr_t>(static_cast<uint32_t>(done.get())) << 32);
+  pthread_t thread;
+  const bool started = ::pthread_create(&thread, &attr, &dropMountNamespace, reinterpret_cast<void*>(packed)) == 0;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::pthread_attr_destroy(&attr);
+  // The thread owns them now; without a thread they close here, and the init's exit does
+  // the work as before.
+  if (started) {
+    (void)ns.release();
+    (void)done.release();
   }
 }
 
