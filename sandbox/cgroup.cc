@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "sandbox/files.h"
 #include "sandbox/text.h"
 
 namespace akad::box {
@@ -46,23 +47,9 @@ Status writeFile(const std::string& path, const std::string& value) {
 
 namespace {
 
-// The rest of an open file, from where its offset is.
-Result<std::string> readRest(int fd, const std::string& path) {
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  if (n < 0) return errnoError("cannot read '" + path + "'");
-  return out;
-}
-
 }  // namespace
 
-Result<std::string> readFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return errnoError("cannot open '" + path + "'");
-  return readRest(fd.get(), path);
-}
+Result<std::string> readFile(const std::string& path) { return readWholeFile(path); }
 
 Status makeDirs(const std::string& base, const std::string& rel) {
   std::string cur = base;
@@ -77,9 +64,9 @@ Status makeDirs(const std::string& base, const std::string& rel) {
 
 std::vector<pid_t> readPids(const std::string& procsFile) {
   std::vector<pid_t> out;
-  auto text = readFile(procsFile);
-  if (!text) return out;
-  for (auto w : text::words(*text)) {
+  auto procs = readFile(procsFile);
+  if (!procs) return out;
+  for (auto w : text::words(*procs)) {
     auto p = text::number(w);
     if (!p) break;
     out.push_back(static_cast<pid_t>(*p));
@@ -87,8 +74,8 @@ std::vector<pid_t> readPids(const std::string& procsFile) {
   return out;
 }
 
-std::optional<uint64_t> parseKeyValue(const std::string& text, const std::string& key) {
-  return text::keyValue(text, key);
+std::optional<uint64_t> parseKeyValue(const std::string& stat, const std::string& key) {
+  return text::keyValue(stat, key);
 }
 
 std::optional<uint64_t> parseNumber(const std::string& text) {

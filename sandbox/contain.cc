@@ -420,7 +420,7 @@ struct EarlyStart {
   // set-up run side by side (GPU machine: 0.4 ms less per spawn). A copy of a template is
   // quick, and there the fork and the command's start on another CPU cost more than they save
   // (0.1 ms), as they do on two CPUs, where the command and the init would take turns.
-  if (!s.commandIsPid1 && !s.mountTemplate && c.earlyCommand) {
+  if (c.earlyCommand) {
     // The host's /proc is opened first: the command writes its user namespace's maps through
     // it before the sandbox's /proc exists. A fork, not a vfork: both go on.
     UniqueFd hostProc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));

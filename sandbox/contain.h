@@ -93,8 +93,8 @@ struct ContainContext {
   // Spare CPUs (spinningPays() in subproc.h): the init polls for akabox's hand-overs for a
   // moment before it sleeps.
   bool spin = false;
-  // The command starts at once, beside the init's mount build, when there is no template
-  // (subproc.h's earlyCommandAsked).
+  // The command starts at once, beside the init's mount build: asked for, no template, not
+  // pid 1, CPUs to spare (subproc.h's earlyCommandAsked; decided in SandboxInit::start).
   bool earlyCommand = false;
   // The ipc and uts namespaces come with the release (made by akabox's namespace thread,
   // net.h); otherwise the init unshares them itself at its start.

@@ -13,13 +13,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "akad/version.h"
 #include "common/unique_fd.h"
 #include "sandbox/cache_dir.h"
+#include "sandbox/files.h"
 
 namespace akad::box {
 namespace {
@@ -292,14 +291,9 @@ Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& name
   const char* dataDir = std::getenv("AKAD_DATA_DIR");
   std::string root = (dataDir && *dataDir) ? dataDir : kSourceRoot;
   std::string path = nameOrPath == "default" ? root + "/policies/default.json" : nameOrPath;
-  // Sized by fstat: zero-filling a 4 MiB buffer on every spawn would cost milliseconds.
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return errnoError("cannot open seccomp policy '" + path + "'");
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return errnoError("cannot stat seccomp policy '" + path + "'");
-  if (static_cast<size_t>(st.st_size) > kMaxPolicyBytes) return Error{"seccomp policy '" + path + "' is larger than 4 MiB"};
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  if (::read(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) return errnoError("cannot read seccomp policy '" + path + "'");
+  auto read = readWholeFile(path, kMaxPolicyBytes, "seccomp policy");
+  if (!read) return read.error();
+  const std::string& text = *read;
 
   const std::string source = "'" + path + "'";
   // The key covers everything the program depends on: the policy's bytes, libseccomp's

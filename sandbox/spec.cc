@@ -1,14 +1,12 @@
 #include "sandbox/spec.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string_view>
 
-#include "common/unique_fd.h"
+#include "sandbox/files.h"
 #include "sandbox/text.h"
 
 namespace akad::box {
@@ -17,6 +15,11 @@ namespace {
 using nlohmann::json;
 
 constexpr uint64_t kMaxSpecBytes = 1 << 20;
+
+template <size_t N>
+bool listed(const std::string_view (&table)[N], std::string_view key) {
+  return std::find(std::begin(table), std::end(table), key) != std::end(table);
+}
 
 // Fields whose flags append to the file's list instead of replacing it.
 constexpr std::string_view kListFields[] = {"binds", "tmpfs", "devices", "gpus"};
@@ -164,7 +167,7 @@ json mergeFlags(const json& fileIn, const json& flagsIn) {
   if (flags.contains("env")) flags["env"] = envAsObject(flags["env"]);
   for (auto it = flags.begin(); it != flags.end(); ++it) {
     const std::string& key = it.key();
-    if (std::find(std::begin(kListFields), std::end(kListFields), key) != std::end(kListFields) && merged.contains(key) && merged[key].is_array() && it->is_array()) {
+    if (listed(kListFields, key) && merged.contains(key) && merged[key].is_array() && it->is_array()) {
       for (const auto& e : *it) merged[key].push_back(e);
     } else if (key == "env" && merged.contains("env") && merged["env"].is_object() && it->is_object()) {
       for (auto e = it->begin(); e != it->end(); ++e) merged["env"][e.key()] = e.value();
@@ -196,18 +199,9 @@ Result<uint64_t> parseSize(const std::string& text) {
 }
 
 Result<json> loadSpecFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return errnoError("cannot open spec file '" + path + "'");
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errnoError("cannot read spec file '" + path + "'");
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxSpecBytes) return Error{"spec file '" + path + "' is larger than 1 MiB"};
-  }
+  auto read = readWholeFile(path, kMaxSpecBytes, "spec file");
+  if (!read) return read.error();
+  const std::string& text = *read;
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) {
     try {
@@ -225,7 +219,7 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
   json j = mergeFlags(file, flags);
   SandboxSpec s;
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (std::find(std::begin(kKnownFields), std::end(kKnownFields), it.key()) == std::end(kKnownFields)) return fieldError(it.key(), "unknown field (see docs/akabox.md)");
+    if (!listed(kKnownFields, it.key())) return fieldError(it.key(), "unknown field (see docs/akabox.md)");
 
   auto str = [&](const char* f, std::string& out) -> Status {
     if (!j.contains(f)) return {};

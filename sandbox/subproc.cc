@@ -74,13 +74,6 @@ void shieldInitFromOom(pid_t initPid) {
   if (fd.valid()) (void)!::write(fd.get(), "-1000", 5);
 }
 
-// The init's exit tears its mount namespace down (every mount of the sandbox unmounted, then
-// an expedited RCU grace period) before the init becomes a zombie, the pidfd wakes akabox and
-// the cgroup can go: about a fifth of a millisecond of every spawn. Holding a reference to
-// the namespace moves that work out of the init's exit; a thread drops the reference once
-// the init is gone, while akabox reads the accounting, removes the cgroup and writes the
-// result. The thread owns both descriptors; a process exits only when all its threads have,
-// so the namespace is gone before akabox's caller sees akabox exit.
 // The thread's whole work: wait for the init's end, drop the namespace. Its two descriptors
 // come packed in the argument and it allocates nothing: a first malloc or free on a new
 // thread sets up a malloc arena for it (four system calls), and as akabox's last thread it
@@ -96,6 +89,13 @@ void* dropMountNamespace(void* arg) {
   return nullptr;
 }
 
+// The init's exit tears its mount namespace down (every mount of the sandbox unmounted, then
+// an expedited RCU grace period) before the init becomes a zombie, the pidfd wakes akabox and
+// the cgroup can go: about a fifth of a millisecond of every spawn. Holding a reference to
+// the namespace moves that work out of the init's exit; a thread drops the reference once
+// the init is gone, while akabox reads the accounting, removes the cgroup and writes the
+// result. The thread owns both descriptors; a process exits only when all its threads have,
+// so the namespace is gone before akabox's caller sees akabox exit.
 void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd) {
   UniqueFd ns(::open(("/proc/" + std::to_string(initPid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd done(::fcntl(initPidFd, F_DUPFD_CLOEXEC, 3));
@@ -198,11 +198,12 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   place.restoreCpus = cpusBesidesThisOne(place.cpus, others);
   // Decided here, not in the init: there the CPU set is the one akabox narrows below.
   const bool spin = spinningPays();
-  // The early command starts before the release and inherits the init's own ipc and uts
-  // namespaces (contain.cc), so with it the thread's are not used.
+  // The early command (decided here, once, for both sides) starts before the release and
+  // inherits the init's own ipc and uts namespaces (contain.cc), so with it the thread's are
+  // not used.
   const SandboxSpec& s = *req.spec;
-  const bool earlyPath = !s.commandIsPid1 && !s.mountTemplate && spin && earlyCommandAsked();
-  const bool ipcUtsHanded = req.ipcUtsFromThread && !earlyPath;
+  const bool earlyCommand = !s.commandIsPid1 && !s.mountTemplate && spin && earlyCommandAsked();
+  const bool ipcUtsHanded = req.ipcUtsFromThread && !earlyCommand;
   self->ipcUtsHanded_ = ipcUtsHanded;
 
   self->t0_ = monotonicS();
@@ -234,7 +235,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     c.stderrFd = err->write.get();
     c.placement = place;
     c.spin = spin;
-    c.earlyCommand = spin && earlyCommandAsked();
+    c.earlyCommand = earlyCommand;
     c.ipcUtsHanded = ipcUtsHanded;
     runSandboxInit(c);
   }
