@@ -62,7 +62,9 @@ Status checkParentAlive(int lifelineFd) {
 
 // What akabox prepared while the init started (an EntryMessage's descriptors and filter).
 struct Entry {
-  UniqueFd mountTemplate, netns, ipc, uts;
+  UniqueFd mountTemplate;
+  SandboxNamespaces ns;
+  bool ipcUts = false;  // ns brings the ipc and uts namespaces too
   std::vector<UniqueFd> cgroupJoin;
   std::unique_ptr<SeccompPolicy> policy;  // null: no filter
 };
@@ -101,15 +103,17 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from = "akabox"
   if (got < static_cast<ssize_t>(sizeof(m))) return Error{std::string(from) + " went away before releasing the sandbox"};
   std::vector<UniqueFd> fds = takeRights(msg);
   Entry e;
-  const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNetns + 2 * m.hasIpcUts + m.cgroupJoinCount);
+  const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNsTask + m.hasNetns + 2 * m.hasIpcUts + m.cgroupJoinCount);
   size_t i = 0;
   auto next = [&] { return i < fds.size() ? std::move(fds[i++]) : UniqueFd(); };
   if (m.hasMountTemplate) e.mountTemplate = next();
-  if (m.hasNetns) e.netns = next();
+  if (m.hasNsTask) e.ns.task = next();
+  if (m.hasNetns) e.ns.net = next();
   if (m.hasIpcUts) {
-    e.ipc = next();
-    e.uts = next();
+    e.ns.ipc = next();
+    e.ns.uts = next();
   }
+  e.ipcUts = m.hasNsTask ? m.nsTaskIpcUts != 0 : m.hasIpcUts != 0;
   while (i < fds.size()) e.cgroupJoin.push_back(next());
   if (fds.size() != expected || (msg.msg_flags & MSG_CTRUNC))
     return Error{std::string("the release message from ") + from + " carries " + std::to_string(fds.size()) + " descriptors, not " +
@@ -128,17 +132,21 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from = "akabox"
 // (v1) the cgroup akabox prepared. Writing "0" to a `tasks` file moves the writing thread
 // itself, which skips the kernel's global migration lock (cgroup.h says why).
 Status enterPrepared(Entry& e, const std::string& hostname) {
-  if (e.netns.valid()) {
-    if (::setns(e.netns.get(), CLONE_NEWNET) != 0) return errnoError("setns(network namespace)");
-    e.netns.reset();
+  SandboxNamespaces& ns = e.ns;
+  if (ns.task.valid()) {
+    // All at once, from the task that made them (akabox's namespace thread).
+    const int which = CLONE_NEWNET | (e.ipcUts ? CLONE_NEWIPC | CLONE_NEWUTS : 0);
+    if (::setns(ns.task.get(), which) != 0)
+      return errnoError(e.ipcUts ? "setns(network, ipc and uts namespaces)" : "setns(network namespace)");
+  } else {
+    if (ns.net.valid() && ::setns(ns.net.get(), CLONE_NEWNET) != 0) return errnoError("setns(network namespace)");
+    if (e.ipcUts) {
+      if (::setns(ns.ipc.get(), CLONE_NEWIPC) != 0) return errnoError("setns(ipc namespace)");
+      if (::setns(ns.uts.get(), CLONE_NEWUTS) != 0) return errnoError("setns(uts namespace)");
+    }
   }
-  if (e.ipc.valid() && e.uts.valid()) {
-    if (::setns(e.ipc.get(), CLONE_NEWIPC) != 0) return errnoError("setns(ipc namespace)");
-    if (::setns(e.uts.get(), CLONE_NEWUTS) != 0) return errnoError("setns(uts namespace)");
-    if (::sethostname(hostname.data(), hostname.size()) != 0) return errnoError("sethostname");
-    e.ipc.reset();
-    e.uts.reset();
-  }
+  if (e.ipcUts && ::sethostname(hostname.data(), hostname.size()) != 0) return errnoError("sethostname");
+  ns = SandboxNamespaces{};
   for (auto& fd : e.cgroupJoin) {
     ssize_t n = ::write(fd.get(), "0", 1);
     int err = errno;
@@ -183,8 +191,8 @@ void waitForGo(const ContainContext& c) {
 
 // Every disposition back to the default: ignored ones survive exec (a caller that ignores
 // SIGPIPE or SIGCHLD would hand that to the command; SIGCHLD ignored would also make the
-// init's children vanish unreaped). The init does it at its start, beside akabox's work; the
-// command inherits the defaults through vfork. The pid namespace's init ignores every
+// init's children vanish unreaped). The init does it once its mounts are done, while it waits
+// for akabox's release; the command inherits the defaults through vfork (or fork). The pid namespace's init ignores every
 // default-action signal but SIGKILL from akabox anyway.
 void defaultSignalDispositions() {
   for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
@@ -253,7 +261,7 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
 // installs none.
 Status forwardToInit(int linkFd, const Entry& e) {
   EntryMessage m;
-  std::vector<int> fds = releaseDescriptors(m, e.netns, UniqueFd(), UniqueFd(), e.cgroupJoin);
+  std::vector<int> fds = releaseDescriptors(m, e.ns, false, e.cgroupJoin);
   iovec iov{&m, sizeof(m)};
   if (sendWithRights(linkFd, &iov, 1, fds, MSG_NOSIGNAL) < 0) return errnoError("sendmsg(to the sandbox's init)");
   return {};
@@ -387,7 +395,6 @@ struct EarlyStart {
   // The sandbox's directories and files get exactly the modes set-up asks for, whatever
   // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
   ::umask(0);
-  defaultSignalDispositions();
   // The ipc namespace (its mqueue mount is a fifth of clone3's cost) and the uts namespace
   // are not made in clone3, on the serial path: akabox's namespace thread makes them beside
   // everything else and the release brings them (net.h); without it the init makes them here.
@@ -421,6 +428,7 @@ struct EarlyStart {
   // quick, and there the fork and the command's start on another CPU cost more than they save
   // (0.1 ms), as they do on two CPUs, where the command and the init would take turns.
   if (c.earlyCommand) {
+    defaultSignalDispositions();  // before the fork: the command inherits them
     // The host's /proc is opened first: the command writes its user namespace's maps through
     // it before the sandbox's /proc exists. A fork, not a vfork: both go on.
     UniqueFd hostProc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -455,8 +463,11 @@ struct EarlyStart {
   }
 
   buildMounts({});
+  // While akabox's thread may still be making the network namespace: the template's copy is
+  // the longer side of the set-up and comes first (it usually arrives as the init starts).
+  defaultSignalDispositions();
   Entry entry = receive();
-  if (c.ipcUtsHanded && !entry.uts.valid()) must(c, Error{"akabox sent no ipc and uts namespaces"}, "waiting for akabox");
+  if (c.ipcUtsHanded && !entry.ipcUts) must(c, Error{"akabox sent no ipc and uts namespaces"}, "waiting for akabox");
   must(c, enterPrepared(entry, s.hostname), "entering the sandbox's namespaces and cgroup");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");

@@ -12,6 +12,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "sandbox/devices.h"
+#include "sandbox/net.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
 
@@ -28,11 +29,16 @@ struct ReportMessage {
 
 // The message that releases the init (subproc.h's SandboxInit::release), sent over the
 // channel with the descriptors attached in this order: the mount template if
-// hasMountTemplate, the network namespace if hasNetns, then cgroupJoinCount cgroup `tasks`
-// files. policyBytes bytes follow the struct: the seccomp filter the command installs
+// hasMountTemplate; a pidfd of the task whose namespaces the init enters if hasNsTask (akabox's
+// namespace thread, net.h: its network namespace, and with nsTaskIpcUts its ipc and uts
+// namespaces too); else the network namespace's file if hasNetns and the ipc and uts
+// namespaces' files if hasIpcUts; then cgroupJoinCount cgroup `tasks` files. policyBytes
+// bytes follow the struct: the seccomp filter the command installs
 // (SeccompPolicy::serialize), or none.
 struct EntryMessage {
   uint8_t hasMountTemplate = 0;
+  uint8_t hasNsTask = 0;
+  uint8_t nsTaskIpcUts = 0;
   uint8_t hasNetns = 0;
   uint8_t hasIpcUts = 0;  // the ipc and the uts namespace, in that order
   uint8_t cgroupJoinCount = 0;
@@ -40,18 +46,24 @@ struct EntryMessage {
 };
 // The namespace and cgroup `tasks` descriptors of a release, in the order above, counted
 // into `m`: akabox's release to the init, and the early command's copy of it to the init
-// (contain.cc), which has no ipc and uts namespaces (the init made its own).
-inline std::vector<int> releaseDescriptors(EntryMessage& m, const UniqueFd& netns, const UniqueFd& ipc, const UniqueFd& uts,
+// (contain.cc), which passes no ipc and uts namespaces (`ipcUts` false: the init made its own).
+inline std::vector<int> releaseDescriptors(EntryMessage& m, const SandboxNamespaces& ns, bool ipcUts,
                                            const std::vector<UniqueFd>& cgroupJoin) {
   std::vector<int> fds;
-  if (netns.valid()) {
-    m.hasNetns = 1;
-    fds.push_back(netns.get());
-  }
-  if (ipc.valid() && uts.valid()) {
-    m.hasIpcUts = 1;
-    fds.push_back(ipc.get());
-    fds.push_back(uts.get());
+  if (ns.task.valid()) {
+    m.hasNsTask = 1;
+    m.nsTaskIpcUts = ipcUts ? 1 : 0;
+    fds.push_back(ns.task.get());
+  } else {
+    if (ns.net.valid()) {
+      m.hasNetns = 1;
+      fds.push_back(ns.net.get());
+    }
+    if (ipcUts && ns.ipc.valid() && ns.uts.valid()) {
+      m.hasIpcUts = 1;
+      fds.push_back(ns.ipc.get());
+      fds.push_back(ns.uts.get());
+    }
   }
   for (const auto& fd : cgroupJoin) fds.push_back(fd.get());
   m.cgroupJoinCount = static_cast<uint8_t>(cgroupJoin.size());

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -18,26 +19,6 @@
 
 namespace akad::box {
 namespace {
-
-// New namespaces for the calling thread alone: the network namespace, and with `all` the ipc
-// and uts namespaces too, opened into the given descriptors. System calls only (net.h says
-// why). Returns the step that failed, with errno set, or null.
-const char* unshareNamespaces(bool all, int& net, int& ipc, int& uts) {
-  if (::unshare(CLONE_NEWNET | (all ? CLONE_NEWIPC | CLONE_NEWUTS : 0)) != 0)
-    return all ? "unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)" : "unshare(CLONE_NEWNET)";
-  // The first lookup in /proc/thread-self is the dear one; the rest go from its directory.
-  int dir = ::open("/proc/thread-self/ns", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return "open /proc/thread-self/ns";
-  net = ::openat(dir, "net", O_RDONLY | O_CLOEXEC);
-  if (all && net >= 0) ipc = ::openat(dir, "ipc", O_RDONLY | O_CLOEXEC);
-  if (all && ipc >= 0) uts = ::openat(dir, "uts", O_RDONLY | O_CLOEXEC);
-  const int err = errno;
-  ::close(dir);
-  errno = err;
-  if (net < 0) return "open /proc/thread-self/ns/net";
-  if (all && (ipc < 0 || uts < 0)) return "open /proc/thread-self/ns/ipc and uts";
-  return nullptr;
-}
 
 // A fresh network namespace has only a loopback interface, and it is down: up it goes, in
 // the calling thread's namespace. Returns the step that failed, with errno set, or null.
@@ -65,12 +46,25 @@ void setAndWake(int& word) {
   ::syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
+constexpr int kDropJob = 1, kNoJob = 2;
+
+// pidfd_open's PIDFD_THREAD (Linux 6.9): a pidfd of one thread, not of its process. Newer
+// than Debian 12's kernel headers.
+constexpr unsigned kPidfdThread = O_EXCL;
+
 }  // namespace
 
-NetworkNamespaceMaker::~NetworkNamespaceMaker() {
-  if (running_) waitFor(done_, false);
-  for (int fd : {fd_, ipcFd_, utsFd_})
-    if (fd >= 0) ::close(fd);
+// The thread's last job, on its own stack. `state`: 0 while none is posted, kDropJob with
+// `ns` and `done` set, kNoJob to just exit.
+struct NetworkNamespaceMaker::Job {
+  alignas(4) int state = 0;
+  int ns = -1, done = -1;
+};
+
+NetworkNamespaceMaker::~NetworkNamespaceMaker() { finish(); }
+
+void NetworkNamespaceMaker::finish() {
+  if (running_) postJob(kNoJob);
 }
 
 void NetworkNamespaceMaker::waitFor(int& word, bool spin) {
@@ -108,31 +102,65 @@ Status NetworkNamespaceMaker::start() {
 
 void* NetworkNamespaceMaker::run(void* arg) {
   auto* self = static_cast<NetworkNamespaceMaker*>(arg);
-  const char* failed = unshareNamespaces(true, self->fd_, self->ipcFd_, self->utsFd_);
-  if (failed) {
-    self->failedStep_ = failed;
+  Job job;
+  self->job_ = &job;
+  __atomic_store_n(&self->tid_, static_cast<int>(::syscall(SYS_gettid)), __ATOMIC_RELEASE);
+  const bool made = ::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0;
+  if (!made) {
+    self->failedStep_ = "unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)";
     self->err_ = errno;
   }
   setAndWake(self->opened_);
-  if (!failed) {
+  if (made) {
     if (const char* loFailed = bringLoopbackUp()) {
       self->loFailedStep_ = loFailed;
       self->loErr_ = errno;
     }
   }
   setAndWake(self->done_);
-  return nullptr;  // the thread ends; the descriptor keeps the namespace
+  // `self` may be gone from here on. The namespaces live as long as this thread: wait for
+  // the last job.
+  int state;
+  while ((state = __atomic_load_n(&job.state, __ATOMIC_ACQUIRE)) == 0)
+    ::syscall(SYS_futex, &job.state, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+  if (state == kDropJob) {
+    pollfd p{job.done, POLLIN, 0};
+    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    ::close(job.ns);  // the teardown: every mount of the sandbox, then an expedited RCU grace period
+    ::close(job.done);
+  }
+  return nullptr;
+}
+
+void NetworkNamespaceMaker::postJob(int state) {
+  waitFor(done_, false);  // job_ is published with done_
+  __atomic_store_n(&job_->state, state, __ATOMIC_RELEASE);
+  ::syscall(SYS_futex, &job_->state, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  running_ = false;  // the thread is on its own now
+}
+
+bool NetworkNamespaceMaker::lastJob(int ns, int done) {
+  if (!running_) return false;
+  waitFor(done_, false);
+  job_->ns = ns;
+  job_->done = done;
+  postJob(kDropJob);
+  return true;
 }
 
 Result<SandboxNamespaces> NetworkNamespaceMaker::makeHere() {
   UniqueFd own(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!own.valid()) return errnoError("open /proc/thread-self/ns/net (akabox's own network namespace)");
-  int fd = -1, unused = -1;
-  const char* failed = unshareNamespaces(false, fd, unused, unused);
+  SandboxNamespaces made;
+  const char* failed = nullptr;
+  if (::unshare(CLONE_NEWNET) != 0) failed = "unshare(CLONE_NEWNET)";
+  if (!failed) {
+    made.net.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (!made.net.valid()) failed = "open /proc/thread-self/ns/net";
+  }
   if (!failed) failed = bringLoopbackUp();
   const int err = errno;
-  SandboxNamespaces made;
-  made.net.reset(fd);
   // Back home first, whatever happened: akabox must not stay in the sandbox's namespace.
   if (::setns(own.get(), CLONE_NEWNET) != 0) return errnoError("setns back to akabox's own network namespace");
   if (failed) return errnoError(std::string("network namespace: ") + failed, err);
@@ -140,21 +168,27 @@ Result<SandboxNamespaces> NetworkNamespaceMaker::makeHere() {
 }
 
 Result<SandboxNamespaces> NetworkNamespaceMaker::take(bool spin) {
-  if (running_) waitFor(opened_, spin);
-  if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);
-  if (fd_ < 0) return Error{"network namespace: not started"};
+  if (!running_) return Error{"network namespace: not started"};
   SandboxNamespaces ns;
-  ns.net.reset(fd_);
-  ns.ipc.reset(ipcFd_);
-  ns.uts.reset(utsFd_);
-  fd_ = ipcFd_ = utsFd_ = -1;
+  // The pidfd while the thread works, if its id is out already (it is its first step).
+  const int tid = __atomic_load_n(&tid_, __ATOMIC_ACQUIRE);
+  if (tid > 0) ns.task.reset(static_cast<int>(::syscall(SYS_pidfd_open, tid, kPidfdThread)));
+  waitFor(opened_, spin);
+  if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);
+  if (!ns.task.valid()) ns.task.reset(static_cast<int>(::syscall(SYS_pidfd_open, tid_, kPidfdThread)));
+  if (ns.task.valid()) return ns;
+  // A kernel without thread pidfds (before 6.9): the thread's namespace files, then.
+  const std::string dir = "/proc/self/task/" + std::to_string(tid_) + "/ns/";
+  ns.net.reset(::open((dir + "net").c_str(), O_RDONLY | O_CLOEXEC));
+  ns.ipc.reset(::open((dir + "ipc").c_str(), O_RDONLY | O_CLOEXEC));
+  ns.uts.reset(::open((dir + "uts").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns.net.valid() || !ns.ipc.valid() || !ns.uts.valid()) return errnoError("network namespace: open " + dir + "{net,ipc,uts}");
   return ns;
 }
 
 Status NetworkNamespaceMaker::loopbackUp(bool spin) {
   if (!running_) return {};
   waitFor(done_, spin);
-  running_ = false;
   if (loFailedStep_) return errnoError(std::string("network namespace: ") + loFailedStep_, loErr_);
   return {};
 }

@@ -78,9 +78,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
   if (spec.net == NetMode::None) {
     auto ns = netns.running() ? netns.take(spinningPays()) : NetworkNamespaceMaker::makeHere();
     if (!ns) return ns.error();
-    entry.netns = std::move(ns->net);
-    entry.ipc = std::move(ns->ipc);  // release() drops them if the init makes its own
-    entry.uts = std::move(ns->uts);
+    entry.ns = std::move(*ns);  // release() leaves ipc and uts out if the init makes its own
   }
   return entry;
 }
@@ -115,6 +113,7 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
   // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
   NetworkNamespaceMaker own;
   NetworkNamespaceMaker& netns = early && early->running() && spec.net == NetMode::None ? *early : own;
+  if (early && &netns != early) early->finish();  // started for nothing: the spec has another network
   if (spec.net == NetMode::None && !netns.running() && networkOnThread(spec.mountTemplate))
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
@@ -179,6 +178,7 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
   req.stdinFd = stdinFile.get();
   req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
   req.ipcUtsFromThread = spec.net == NetMode::None && netns.running();
+  req.namespaceThread = req.ipcUtsFromThread ? &netns : nullptr;
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
   auto init = SandboxInit::start(req);
@@ -198,6 +198,7 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);
   init->reset();
+  netns.finish();  // if it got no last job (no listener: the init's exit dropped the mounts)
 
   SandboxResult r;
   r.cgroupBackend = cgroupVersionName(*version);

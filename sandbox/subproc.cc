@@ -95,11 +95,17 @@ void* dropMountNamespace(void* arg) {
 // the namespace moves that work out of the init's exit; a thread drops the reference once
 // the init is gone, while akabox reads the accounting, removes the cgroup and writes the
 // result. The thread owns both descriptors; a process exits only when all its threads have,
-// so the namespace is gone before akabox's caller sees akabox exit.
-void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd) {
+// so the namespace is gone before akabox's caller sees akabox exit. The namespace thread
+// (net.h), which waits for a last job anyway, takes it if there is one.
+void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd, NetworkNamespaceMaker* namespaceThread) {
   UniqueFd ns(::open(("/proc/" + std::to_string(initPid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd done(::fcntl(initPidFd, F_DUPFD_CLOEXEC, 3));
   if (!ns.valid() || !done.valid()) return;  // no shortcut: the init's exit does the work
+  if (namespaceThread && namespaceThread->lastJob(ns.get(), done.get())) {
+    (void)ns.release();
+    (void)done.release();
+    return;
+  }
   pthread_attr_t attr;
   if (::pthread_attr_init(&attr) != 0) return;
   (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few system calls deep
@@ -274,13 +280,10 @@ Status SandboxInit::handMountTemplate(UniqueFd mountTemplate) {
 
 Status SandboxInit::release(SandboxEntry entry) {
   EntryMessage m;
-  if (!ipcUtsHanded_) {  // the init made its own
-    entry.ipc.reset();
-    entry.uts.reset();
-  } else if (!entry.ipc.valid() || !entry.uts.valid()) {
+  if (ipcUtsHanded_ && !entry.ns.task.valid() && (!entry.ns.ipc.valid() || !entry.ns.uts.valid()))
     return Error{"the sandbox's ipc and uts namespaces are missing from the release"};
-  }
-  std::vector<int> fds = releaseDescriptors(m, entry.netns, entry.ipc, entry.uts, entry.cgroupJoin);
+  // Without ipcUtsHanded_ the init made its own.
+  std::vector<int> fds = releaseDescriptors(m, entry.ns, ipcUtsHanded_, entry.cgroupJoin);
   policy_ = entry.policy;
   std::string filter = policy_ ? policy_->serialize() : std::string();
   if (filter.size() > kMaxFilterBytes) return Error{"the seccomp filter is too large to hand to the sandbox's init"};
@@ -404,7 +407,7 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
         listener = std::move(fd);
         // The command sends its listener after the init's mount namespace is final, and
         // akabox has nothing else to do while the command runs.
-        releaseMountNamespaceWhenDone(pid_, pidFd_.get());
+        releaseMountNamespaceWhenDone(pid_, pidFd_.get(), req_.namespaceThread);
         shieldInitFromOom(pid_);
       }
       channel_.reset();  // one listener per sandbox

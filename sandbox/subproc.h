@@ -19,6 +19,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/devices.h"
+#include "sandbox/net.h"
 #include "sandbox/output.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
@@ -38,13 +39,16 @@ struct SpawnRequest {
   // akabox's namespace thread makes the ipc and uts namespaces too (net.h): the init can take
   // them with the release instead of making its own, unless it starts the command early.
   bool ipcUtsFromThread = false;
+  // That thread, if it runs: its last job is to drop akabox's hold on the sandbox's mount
+  // namespace once the init is gone (subproc.cc); without it, a thread is started for that.
+  NetworkNamespaceMaker* namespaceThread = nullptr;
 };
 
 // What the init enters when akabox releases it, before it starts the command.
 struct SandboxEntry {
   const SeccompPolicy* policy = nullptr;  // the command's filter (sent as bytes), or none
-  UniqueFd netns;                     // the sandbox's network namespace (--net none)
-  UniqueFd ipc, uts;                  // its ipc and uts namespaces, when the init expects them
+  SandboxNamespaces ns;                   // the sandbox's network namespace (--net none), and
+                                          // its ipc and uts namespaces if made with it (net.h)
   std::vector<UniqueFd> cgroupJoin;   // v1: the cgroup's `tasks` files, opened for writing
 };
 
