@@ -185,8 +185,8 @@ int main(int argc, char** argv) {
   // The network namespace is the longest step of set-up (net.h): on a command line that
   // plainly wants one it starts before parsing, and runSandbox drops it if the spec says
   // otherwise after all.
-  box::NetworkNamespaceMaker netns;
-  box::startNetworkNamespaceEarly(argc, argv, netns);
+  box::NetworkNamespaceMaker early;
+  if (box::networkNamespaceEarly(argc, argv)) (void)early.start();
 
   // Everything after "--" is the command, untouched by option parsing.
   std::vector<std::string> command;
@@ -239,11 +239,9 @@ int main(int argc, char** argv) {
       return 125;
     }
   }
-  box::SandboxResult result = box::runSandbox(*spec, &netns);
-  akad::Status delivered = box::deliverResult(*spec, result);
-  netns.join();  // a spare half made would be left mounted
-  if (!delivered) {
-    std::fprintf(stderr, "akabox: %s\n", delivered.error().message.c_str());
+  box::SandboxResult result = box::runSandbox(*spec, &early);
+  if (auto st = box::deliverResult(*spec, result); !st) {
+    std::fprintf(stderr, "akabox: %s\n", st.error().message.c_str());
     return 125;
   }
   // Done: the sandbox is gone and the result written. Exit without running destructors (the

@@ -17,7 +17,6 @@
 #include "sandbox/cache_dir.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/mnt.h"
-#include "sandbox/spare_ns.h"
 
 #ifndef NSFS_MAGIC
 #define NSFS_MAGIC 0x6e736673
@@ -296,7 +295,6 @@ Result<int> removeMountTemplates() {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return 0;
   if (auto s = templateDirOk(dir); !s) return s.error();
-  (void)spare::removeSpares(dir);
   return removeTemplates(dir, "", "");
 }
 

@@ -16,10 +16,12 @@
 #include <string>
 
 #include "sandbox/cpu.h"
-#include "sandbox/spare_ns.h"
 
 namespace akad::box {
+namespace {
 
+// A fresh network namespace has only a loopback interface, and it is down: up it goes, in
+// the calling thread's namespace. Returns the step that failed, with errno set, or null.
 const char* bringLoopbackUp() {
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return "socket(AF_INET) for configuring lo";
@@ -39,14 +41,12 @@ const char* bringLoopbackUp() {
   return nullptr;
 }
 
-namespace {
-
 void setAndWake(int& word) {
   __atomic_store_n(&word, 1, __ATOMIC_RELEASE);
   ::syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
-constexpr int kDropJob = 1, kSpareJob = 2, kNoJob = 3;
+constexpr int kDropJob = 1, kNoJob = 2;
 
 // pidfd_open's PIDFD_THREAD (Linux 6.9): a pidfd of one thread, not of its process. Newer
 // than Debian 12's kernel headers.
@@ -55,34 +55,16 @@ constexpr unsigned kPidfdThread = O_EXCL;
 }  // namespace
 
 // The thread's last job, on its own stack. `state`: 0 while none is posted, kDropJob with
-// `ns` and `done` set, kSpareJob, or kNoJob to just exit. The spare directory's paths are
-// copied here at the start: the maker may be gone by the time the job comes.
+// `ns` and `done` set, kNoJob to just exit.
 struct NetworkNamespaceMaker::Job {
   alignas(4) int state = 0;
   int ns = -1, done = -1;
-  char templateDir[sizeof(NetworkNamespaceMaker::templateDir_)];
-  char spareDir[sizeof(NetworkNamespaceMaker::spareDir_)];
 };
 
-NetworkNamespaceMaker::~NetworkNamespaceMaker() {
-  finish();
-  join();
-}
+NetworkNamespaceMaker::~NetworkNamespaceMaker() { finish(); }
 
 void NetworkNamespaceMaker::finish() {
   if (running_) postJob(kNoJob);
-}
-
-void NetworkNamespaceMaker::makeSpare() {
-  if (!keepsSpares()) return;
-  makingSpare_ = true;
-  postJob(kSpareJob);
-}
-
-void NetworkNamespaceMaker::join() {
-  if (!joinable_ || !makingSpare_) return;
-  (void)::pthread_join(thread_, nullptr);
-  joinable_ = false;
 }
 
 void NetworkNamespaceMaker::waitFor(int& word, bool spin) {
@@ -97,17 +79,11 @@ void NetworkNamespaceMaker::waitFor(int& word, bool spin) {
     ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
 }
 
-Status NetworkNamespaceMaker::start(const char* templateDir) {
-  if (templateDir) {
-    const std::string spares = spare::directoryFor(templateDir);
-    if (std::strlen(templateDir) < sizeof templateDir_ && spares.size() < sizeof spareDir_) {
-      std::strcpy(templateDir_, templateDir);
-      std::strcpy(spareDir_, spares.c_str());
-    }
-  }
+Status NetworkNamespaceMaker::start() {
   pthread_attr_t attr;
   if (int rc = ::pthread_attr_init(&attr); rc != 0) return errnoError("pthread_attr_init", rc);
   (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few system calls deep
+  (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   // Off akabox's CPU, where a new thread would otherwise start and stay on a scheduler that
   // packs tasks (subproc.cc, "Placement"): it would only take turns with akabox.
   cpu_set_t mine, others;
@@ -115,42 +91,35 @@ Status NetworkNamespaceMaker::start(const char* templateDir) {
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = ::pthread_create(&thread_, &attr, &NetworkNamespaceMaker::run, this);
+  pthread_t thread;
+  int rc = ::pthread_create(&thread, &attr, &NetworkNamespaceMaker::run, this);
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::pthread_attr_destroy(&attr);
   if (rc != 0) return errnoError("pthread_create (network namespace)", rc);
   running_ = true;
-  joinable_ = true;
   return {};
 }
 
 void* NetworkNamespaceMaker::run(void* arg) {
   auto* self = static_cast<NetworkNamespaceMaker*>(arg);
   Job job;
-  std::memcpy(job.templateDir, self->templateDir_, sizeof job.templateDir);
-  std::memcpy(job.spareDir, self->spareDir_, sizeof job.spareDir);
   self->job_ = &job;
   __atomic_store_n(&self->tid_, static_cast<int>(::syscall(SYS_gettid)), __ATOMIC_RELEASE);
-  // A spare if there is one (its lo is up), fresh namespaces otherwise.
-  int spares = job.spareDir[0] ? spare::openDirectory(job.templateDir, job.spareDir, false) : -1;
-  char claimed[64];
-  const bool fromSpare = spares >= 0 && spare::claim(spares, claimed);
-  const bool made = fromSpare || ::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0;
+  const bool made = ::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0;
   if (!made) {
     self->failedStep_ = "unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)";
     self->err_ = errno;
   }
   setAndWake(self->opened_);
-  if (made && !fromSpare) {
+  if (made) {
     if (const char* loFailed = bringLoopbackUp()) {
       self->loFailedStep_ = loFailed;
       self->loErr_ = errno;
     }
   }
   setAndWake(self->done_);
-  // `self` may be gone from here on. The namespaces live as long as this thread (the init
-  // enters them through its pidfd): first the spare's mounts go, then wait for the last job.
-  if (fromSpare) spare::discard(spares, claimed);
+  // `self` may be gone from here on. The namespaces live as long as this thread: wait for
+  // the last job.
   int state;
   while ((state = __atomic_load_n(&job.state, __ATOMIC_ACQUIRE)) == 0)
     ::syscall(SYS_futex, &job.state, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
@@ -160,11 +129,7 @@ void* NetworkNamespaceMaker::run(void* arg) {
     }
     ::close(job.ns);  // the teardown: every mount of the sandbox, then an expedited RCU grace period
     ::close(job.done);
-  } else if (state == kSpareJob) {
-    if (spares < 0) spares = spare::openDirectory(job.templateDir, job.spareDir, true);
-    if (spares >= 0) spare::make(spares);
   }
-  if (spares >= 0) ::close(spares);
   return nullptr;
 }
 
@@ -176,7 +141,7 @@ void NetworkNamespaceMaker::postJob(int state) {
 }
 
 bool NetworkNamespaceMaker::lastJob(int ns, int done) {
-  if (!running_ || keepsSpares()) return false;
+  if (!running_) return false;
   waitFor(done_, false);
   job_->ns = ns;
   job_->done = done;

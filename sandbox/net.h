@@ -32,14 +32,10 @@ struct SandboxNamespaces {
 // The thread does not open its namespaces' files (opening /proc/thread-self/ns and three
 // files took 0.05 ms after the unshare on the GPU machine, on the thread's side of the
 // set-up): akabox takes a pidfd of the thread while it works, the init enters the
-// thread's namespaces through it, and so the thread stays alive until akabox gives it its
-// last job. With spare namespaces (spare_ns.h: a mount template and CPUs to spare) the
-// thread takes a spare instead of unsharing, and its last job, given with makeSpare() while
-// the command runs, is to make the next run's spare; akabox then waits for it with join()
-// before it exits, so that no spare is left half made. Otherwise its last job, given with
-// lastJob(), is to drop akabox's reference to the sandbox's mount namespace once the init is
-// gone (subproc.cc says why that is a thread's work). finish() (or the destructor) lets it
-// exit without one.
+// thread's namespaces through it, and so the thread stays alive. It then has one more job,
+// given with lastJob(): drop akabox's reference to the sandbox's mount namespace once the
+// init is gone (subproc.cc says why that is a thread's work), and exit. Without a job it
+// exits when the maker goes.
 //
 // The thread may still run when akabox calls clone3, which copies no other thread and runs
 // none of glibc's fork handlers; so it calls no allocator and takes no lock a copy could
@@ -52,9 +48,7 @@ class NetworkNamespaceMaker {
   NetworkNamespaceMaker& operator=(const NetworkNamespaceMaker&) = delete;
 
   // Starts the thread (with every signal blocked: signals are for akabox's main thread).
-  // With a mount template directory (kept for the thread's whole life by the caller), the
-  // thread takes and makes spare namespaces there.
-  Status start(const char* templateDir = nullptr);
+  Status start();
   bool running() const { return running_; }
   // Waits for the namespaces and returns them, or what failed. With `spin`, it polls for up
   // to a millisecond before it sleeps (subproc.h's spinningPays()).
@@ -67,14 +61,8 @@ class NetworkNamespaceMaker {
   // exit. The thread owns both descriptors once this returns true; false (no thread, or its
   // job already given) leaves them to the caller.
   bool lastJob(int ns, int done);
-  // Whether the thread keeps spare namespaces (then its last job is makeSpare()).
-  bool keepsSpares() const { return running_ && spareDir_[0] != '\0'; }
-  // The last job of a thread that keeps spares: make the next run's spare, then exit.
-  void makeSpare();
   // No last job: the thread exits (also the destructor's work).
   void finish();
-  // Waits for a thread that makes a spare to be done (also the destructor's work).
-  void join();
 
   // Without the thread: makes the namespace from the calling thread, which steps into it and
   // straight back into its own. For two CPUs without a mount template, where the thread would
@@ -86,10 +74,10 @@ class NetworkNamespaceMaker {
   static void* run(void* self);
   // Waits until `word` (a futex) is set.
   static void waitFor(int& word, bool spin);
-  // Posts the thread's job (kDropJob, kSpareJob or kNoJob, net.cc) and wakes it; then the
-  // thread is on its own.
+  // Posts the thread's job (kDropJob or kNoJob, net.cc) and wakes it; then the thread is on
+  // its own.
   void postJob(int job);
-  // The thread reports through three words: `tid_` at its start, `opened_`
+  // The thread is detached and reports through three words: `tid_` at its start, `opened_`
   // once its namespaces are made (or their making failed), `done_` once lo is up (or that
   // failed). With `done_` it also publishes `job_`, a word on its own stack that lives as long
   // as the thread: after `done_` the thread touches nothing of this object, which may go
@@ -99,20 +87,12 @@ class NetworkNamespaceMaker {
   alignas(4) int done_ = 0;
   struct Job;
   Job* job_ = nullptr;
+  bool jobPosted_ = false;
   bool running_ = false;
-  pthread_t thread_{};
-  bool joinable_ = false;  // until join(): a thread that makes a spare is waited for
-  bool makingSpare_ = false;
-  char templateDir_[4096] = {};  // where spares live, if the thread keeps them (spare_ns.h)
-  char spareDir_[4096] = {};
   int err_ = 0;
   const char* failedStep_ = nullptr;  // written before `opened_`
   int loErr_ = 0;
   const char* loFailedStep_ = nullptr;  // written before `done_`
 };
-
-// Brings lo of the calling thread's network namespace up (a fresh one has it down). Returns
-// the step that failed, with errno set, or null. System calls only.
-const char* bringLoopbackUp();
 
 }  // namespace akad::box

@@ -87,26 +87,19 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
 // where the thread would take turns with the init's mount build (net.h, makeHere()).
 bool networkOnThread(bool mountTemplate) { return mountTemplate || usableCpus() >= 3; }
 
-// With a mount template and CPUs to spare the thread takes and makes spare namespaces in the
-// template directory (spare_ns.h).
-Status startNamespaceThread(NetworkNamespaceMaker& netns, bool mountTemplate) {
-  if (mountTemplate && spinningPays()) return netns.start(mountTemplateDir().c_str());
-  return netns.start();
-}
-
 }  // namespace
 
-void startNetworkNamespaceEarly(int argc, char** argv, NetworkNamespaceMaker& netns) {
-  if (argc < 2 || std::strcmp(argv[1], "run") != 0) return;
+bool networkNamespaceEarly(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "run") != 0) return false;
   bool mountTemplate = false;
   for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-    if (std::strncmp(argv[i], "--net", 5) == 0 || std::strncmp(argv[i], "--spec", 6) == 0) return;
+    if (std::strncmp(argv[i], "--net", 5) == 0 || std::strncmp(argv[i], "--spec", 6) == 0) return false;
     if (std::strcmp(argv[i], "--mount-template") == 0) mountTemplate = true;
   }
-  if (networkOnThread(mountTemplate)) (void)startNamespaceThread(netns, mountTemplate);
+  return networkOnThread(mountTemplate);
 }
 
-SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* maker) {
+SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) {
   ensureStdFds();
   ::signal(SIGPIPE, SIG_IGN);
   // A caller that ignores SIGCHLD hands that on through exec, and the kernel would then reap
@@ -119,10 +112,10 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* maker) 
   // First, so that it runs beside everything else (net.h), unless main() started it already;
   // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
   NetworkNamespaceMaker own;
-  NetworkNamespaceMaker& netns = maker ? *maker : own;
-  if (spec.net != NetMode::None) netns.finish();  // started for nothing: the spec has another network
+  NetworkNamespaceMaker& netns = early && early->running() && spec.net == NetMode::None ? *early : own;
+  if (early && &netns != early) early->finish();  // started for nothing: the spec has another network
   if (spec.net == NetMode::None && !netns.running() && networkOnThread(spec.mountTemplate))
-    if (auto st = startNamespaceThread(netns, spec.mountTemplate); !st) return setupFailure(st.error().message);
+    if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
   auto ids = outsideIds(spec);
   if (!ids) return setupFailure(ids.error().message);

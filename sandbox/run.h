@@ -10,15 +10,13 @@ namespace akad::box {
 
 class NetworkNamespaceMaker;
 
-// `netns`: the network namespace thread's maker (net.h), main()'s, which outlives the
-// result's delivery (a thread that makes a spare is joined after it); started already if
-// main() could tell from the command line, and stopped if the spec has another network.
-SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* netns = nullptr);
+// `early`: a network namespace thread main() already started before parsing (net.h), used if
+// the spec wants one and dropped otherwise.
+SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early = nullptr);
 
-// Starts the network namespace thread before parsing if the flags alone say that runSandbox
-// would: `akabox run` with --net none (no --net, no --spec) where runSandbox makes it on a
-// thread.
-void startNetworkNamespaceEarly(int argc, char** argv, NetworkNamespaceMaker& netns);
+// Whether main() may start the network namespace before parsing: `akabox run` whose flags
+// alone say --net none (no --net, no --spec) and that runSandbox would make it on a thread.
+bool networkNamespaceEarly(int argc, char** argv);
 
 // Writes the result JSON to spec.resultPath / spec.resultFd, or the summary line to stderr.
 Status deliverResult(const SandboxSpec& spec, const SandboxResult& result);

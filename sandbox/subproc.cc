@@ -101,9 +101,7 @@ void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd, NetworkNamespac
   UniqueFd ns(::open(("/proc/" + std::to_string(initPid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd done(::fcntl(initPidFd, F_DUPFD_CLOEXEC, 3));
   if (!ns.valid() || !done.valid()) return;  // no shortcut: the init's exit does the work
-  // A thread that keeps spares makes the next run's now, while the command runs (net.h).
-  if (namespaceThread && namespaceThread->keepsSpares()) namespaceThread->makeSpare();
-  else if (namespaceThread && namespaceThread->lastJob(ns.get(), done.get())) {
+  if (namespaceThread && namespaceThread->lastJob(ns.get(), done.get())) {
     (void)ns.release();
     (void)done.release();
     return;
