@@ -225,15 +225,78 @@ std::string mountTemplateDir() {
   return (d && *d) ? d : "/run/akabox/templates";
 }
 
+namespace {
+
+// A template's name: its layout's key, then the key of the layout with the host's state.
+struct TemplateName {
+  std::string layoutKey, name;
+};
+TemplateName templateName(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
+                          const std::vector<MountPoint>& points, const std::string& dir) {
+  const std::string layout = layoutOf(spec, devices, points);
+  TemplateName n;
+  n.layoutKey = fnv1aHex(layout);
+  n.name = n.layoutKey + "-" + fnv1aHex(layout + hostFingerprint(spec, dir));
+  return n;
+}
+
+std::string lastLink(const std::string& layoutKey) { return ".last-" + layoutKey; }
+
+// The name `.last-<layout key>` points to, if it is a plain template name.
+std::string readLast(const std::string& dir, const std::string& layoutKey) {
+  char buf[128];
+  ssize_t n = ::readlink((dir + "/" + lastLink(layoutKey)).c_str(), buf, sizeof buf);
+  if (n <= 0 || n >= static_cast<ssize_t>(sizeof buf)) return {};
+  std::string name(buf, static_cast<size_t>(n));
+  if (name[0] == '.' || name.find('/') != std::string::npos) return {};
+  return name;
+}
+
+// Points `.last-<layout key>` at `name` (a new link renamed over the old one).
+void writeLast(const std::string& dir, const std::string& layoutKey, const std::string& name) {
+  const std::string link = dir + "/" + lastLink(layoutKey);
+  const std::string tmp = link + ".new" + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  if (::symlink(name.c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), link.c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+// Removes every `.last-*` link in `dir`.
+void removeLastLinks(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* e = ::readdir(d))
+    if (std::strncmp(e->d_name, ".last-", 6) == 0) ::unlinkat(::dirfd(d), e->d_name, 0);
+  ::closedir(d);
+}
+
+}  // namespace
+
+LastMountTemplate openLastMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
+  LastMountTemplate t;
+  const std::string dir = mountTemplateDir();
+  if (!templateDirOk(dir)) return t;
+  const std::string layoutKey = fnv1aHex(layoutOf(spec, devices, templateMountPoints(spec)));
+  std::string name = readLast(dir, layoutKey);
+  if (name.empty()) return t;
+  t.fd = openKept(dir + "/" + name);
+  if (t.fd.valid()) t.name = std::move(name);
+  return t;
+}
+
+bool mountTemplateCurrent(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const std::string& name) {
+  return templateName(spec, devices, templateMountPoints(spec), mountTemplateDir()).name == name;
+}
+
 Result<UniqueFd> openMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
   const std::string dir = mountTemplateDir();
   if (auto st = templateDirOk(dir); !st) return Error{"mount template: " + st.error().message};
   auto points = templateMountPoints(spec);
-  const std::string layout = layoutOf(spec, devices, points);
-  const std::string layoutKey = fnv1aHex(layout);
-  const std::string name = layoutKey + "-" + fnv1aHex(layout + hostFingerprint(spec, dir));
+  const auto [layoutKey, name] = templateName(spec, devices, points, dir);
   const std::string path = dir + "/" + name;
-  if (UniqueFd fd = openKept(path); fd.valid()) return fd;
+  if (UniqueFd fd = openKept(path); fd.valid()) {
+    if (readLast(dir, layoutKey) != name) writeLast(dir, layoutKey, name);
+    return fd;
+  }
 
   UniqueFd lock(::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!lock.valid()) return errnoError("mount template: cannot open the lock in '" + dir + "'");
@@ -248,6 +311,7 @@ Result<UniqueFd> openMountTemplate(const SandboxSpec& spec, const std::vector<De
   if (countTemplates(dir) > kMaxTemplates) removeTemplates(dir, "", name);
   UniqueFd fd = openKept(path);
   if (!fd.valid()) return Error{"mount template: '" + path + "' is not a kept mount namespace"};
+  writeLast(dir, layoutKey, name);
   return fd;
 }
 
@@ -295,6 +359,7 @@ Result<int> removeMountTemplates() {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return 0;
   if (auto s = templateDirOk(dir); !s) return s.error();
+  removeLastLinks(dir);
   return removeTemplates(dir, "", "");
 }
 

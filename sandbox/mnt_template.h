@@ -30,6 +30,19 @@ namespace akad::box {
 // spec, building and keeping the template first if there is none for its key.
 Result<UniqueFd> openMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
 
+// The template a layout used last, opened without checking the host against it (its name is
+// kept beside it, as `.last-<layout key>`): a spawn hands it to the init at once and checks
+// it with mountTemplateCurrent() beside the rest of the set-up. No descriptor if there is none.
+struct LastMountTemplate {
+  UniqueFd fd;
+  std::string name;
+};
+LastMountTemplate openLastMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
+
+// Whether `name` is the template for this spec and the host as it is now (what
+// openMountTemplate would open).
+bool mountTemplateCurrent(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const std::string& name);
+
 // In the init, which clone3 left in akabox's mount namespace: detached copies of the host
 // paths the sandbox binds are taken first (the host is not reachable afterwards), then the
 // template is entered and copied, and the per-sandbox mounts are added.

@@ -47,12 +47,22 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
                                   std::optional<CgroupVersion>& version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy,
-                                  SandboxInit& init, NetworkNamespaceMaker& netns) {
+                                  SandboxInit& init, NetworkNamespaceMaker& netns, bool lastTemplate,
+                                  std::string& templateToCheck) {
   SandboxEntry entry;
   if (spec.mountTemplate) {
-    auto t = openMountTemplate(spec, devices);
-    if (!t) return t.error();
-    if (auto st = init.handMountTemplate(std::move(*t)); !st) return st.error();
+    // The template this layout used last, at once, and the check that it is still current
+    // later (runOnce); or the checked one, built first if need be.
+    LastMountTemplate last = lastTemplate ? openLastMountTemplate(spec, devices) : LastMountTemplate{};
+    UniqueFd fd = std::move(last.fd);
+    if (fd.valid()) {
+      templateToCheck = last.name;
+    } else {
+      auto t = openMountTemplate(spec, devices);
+      if (!t) return t.error();
+      fd = std::move(*t);
+    }
+    if (auto st = init.handMountTemplate(std::move(fd)); !st) return st.error();
   }
   std::vector<cgroupfs::Mount> mounts;
   if (!version) {
@@ -87,36 +97,9 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
 // where the thread would take turns with the init's mount build (net.h, makeHere()).
 bool networkOnThread(bool mountTemplate) { return mountTemplate || usableCpus() >= 3; }
 
-}  // namespace
-
-bool networkNamespaceEarly(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "run") != 0) return false;
-  bool mountTemplate = false;
-  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-    if (std::strncmp(argv[i], "--net", 5) == 0 || std::strncmp(argv[i], "--spec", 6) == 0) return false;
-    if (std::strcmp(argv[i], "--mount-template") == 0) mountTemplate = true;
-  }
-  return networkOnThread(mountTemplate);
-}
-
-SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) {
-  ensureStdFds();
-  ::signal(SIGPIPE, SIG_IGN);
-  // A caller that ignores SIGCHLD hands that on through exec, and the kernel would then reap
-  // the init by itself: wait4 would find no child and the command's status would be lost.
-  ::signal(SIGCHLD, SIG_DFL);
-  if (::geteuid() != 0) return setupFailure("akabox must run as root (it creates cgroups and mounts); run it through akad or sudo");
-  if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
-    return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
-
-  // First, so that it runs beside everything else (net.h), unless main() started it already;
-  // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
-  NetworkNamespaceMaker own;
-  NetworkNamespaceMaker& netns = early && early->running() && spec.net == NetMode::None ? *early : own;
-  if (early && &netns != early) early->finish();  // started for nothing: the spec has another network
-  if (spec.net == NetMode::None && !netns.running() && networkOnThread(spec.mountTemplate))
-    if (auto st = netns.start(); !st) return setupFailure(st.error().message);
-
+// One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
+// template it took first turned out stale, which only an attempt with `lastTemplate` does.
+std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMaker& netns, bool lastTemplate) {
   auto ids = outsideIds(spec);
   if (!ids) return setupFailure(ids.error().message);
 
@@ -185,7 +168,8 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
   if (!init) return failedAfterStart(init.error().message);
 
   // The init is making its namespaces now; prepare what it enters next.
-  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns);
+  std::string templateToCheck;
+  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns, lastTemplate, templateToCheck);
   if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
   // The limits bind the command, which execs only after go(): they are written while the
@@ -194,6 +178,9 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
     return failedAfterStart("cgroup " + std::string(cgroupVersionName(*version)) + ": " + st.error().message);
   // The thread brought lo up beside the release; the command execs only once it is.
   if (auto st = netns.loopbackUp(spinningPays()); !st) return failedAfterStart(st.error().message);
+  // Before the command may exec: the template taken at once must be the current one. If not,
+  // the init is killed and reaped and the cgroup removed on the way out.
+  if (!templateToCheck.empty() && !mountTemplateCurrent(spec, devices, templateToCheck)) return std::nullopt;
   if (auto st = (*init)->go(); !st) return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);
@@ -248,6 +235,44 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
     if (r.status != SandboxStatus::SetupFailed) r.exitStatus = 125;
   }
   return r;
+}
+
+}  // namespace
+
+bool networkNamespaceEarly(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "run") != 0) return false;
+  bool mountTemplate = false;
+  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strncmp(argv[i], "--net", 5) == 0 || std::strncmp(argv[i], "--spec", 6) == 0) return false;
+    if (std::strcmp(argv[i], "--mount-template") == 0) mountTemplate = true;
+  }
+  return networkOnThread(mountTemplate);
+}
+
+SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) {
+  ensureStdFds();
+  ::signal(SIGPIPE, SIG_IGN);
+  // A caller that ignores SIGCHLD hands that on through exec, and the kernel would then reap
+  // the init by itself: wait4 would find no child and the command's status would be lost.
+  ::signal(SIGCHLD, SIG_DFL);
+  if (::geteuid() != 0) return setupFailure("akabox must run as root (it creates cgroups and mounts); run it through akad or sudo");
+  if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
+    return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
+
+  // First, so that it runs beside everything else (net.h), unless main() started it already;
+  // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
+  NetworkNamespaceMaker own;
+  NetworkNamespaceMaker& netns = early && early->running() && spec.net == NetMode::None ? *early : own;
+  if (early && &netns != early) early->finish();  // started for nothing: the spec has another network
+  if (spec.net == NetMode::None && !netns.running() && networkOnThread(spec.mountTemplate))
+    if (auto st = netns.start(); !st) return setupFailure(st.error().message);
+
+  // With a mount template, the first attempt takes the template its layout used last and
+  // checks it beside the set-up; if the host changed meanwhile (rare: a mount over a path the
+  // root takes from it, a changed /etc file), that attempt is dropped before the command
+  // execs, and the second builds or takes the current one.
+  if (auto r = runOnce(spec, netns, true)) return *r;
+  return *runOnce(spec, netns, false);
 }
 
 Status deliverResult(const SandboxSpec& spec, const SandboxResult& result) {

@@ -101,7 +101,9 @@ TEST_F(BoxTest, CommandKeepsTheCallersCpuSetAndPolicy) {
       if (!CPU_ISSET(c, &mine)) continue;
       int last = c;
       while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &mine)) ++last;
-      expected += (expected.empty() ? "" : ",") + std::to_string(c) + (last > c ? "-" + std::to_string(last) : "");
+      if (!expected.empty()) expected += ',';
+      expected += std::to_string(c);
+      if (last > c) expected += '-' + std::to_string(last);
       c = last;
     }
     EXPECT_EQ(r.out, "Cpus_allowed_list:\t" + expected + "\n");
@@ -591,6 +593,7 @@ std::vector<std::string> templateFiles(const std::string& dir) {
 // mount over a path the root takes from the host gives a new one and the stale one goes;
 // cleanup removes it all.
 TEST_F(BoxTest, MountTemplateIsKeptReusedRenewedAndCleanedUp) {
+  HostEtcLock lock;  // the whole test: it counts on the host's state between its runs
   std::string ws = tmp_ + "/ws";
   ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
   ASSERT_EQ(::chmod(ws.c_str(), 0777), 0);
@@ -642,6 +645,56 @@ TEST_F(BoxTest, MountTemplateIsKeptReusedRenewedAndCleanedUp) {
   EXPECT_EQ(removeTemplates(), 0);
   EXPECT_TRUE(templateFiles(templateDir()).empty());
   EXPECT_EQ(readAll("/proc/self/mountinfo").find(templateDir()), std::string::npos);
+}
+
+// A spawn hands the init the template its layout used last before it checks the host (the
+// check runs beside the set-up): when the host changed in between, the command must still
+// see the host as it is now, and the dropped first attempt must leave nothing behind.
+TEST_F(BoxTest, MountTemplateTakenBeforeItsCheckIsNeverUsedStale) {
+  HostEtcLock lock;  // the whole test: it counts on the host's state between its runs
+  const std::string etc = "/etc/gai.conf";  // copied into the template; a comment more harms no one
+  const std::string before = readAll(etc);
+  if (before.empty()) GTEST_SKIP() << etc << " is missing or empty here";
+  BoxRun a = run({"--mount-template"}, {"/bin/cat", etc});
+  ASSERT_EQ(a.exitStatus, 0) << a.err;
+  EXPECT_EQ(a.out, before);
+  std::vector<std::string> first = templateFiles(templateDir());
+  ASSERT_EQ(first.size(), 1u);
+  // The layout's last template is named beside it.
+  char last[256] = {};
+  const std::string link = templateDir() + "/.last-" + first[0].substr(0, 16);
+  ASSERT_GT(::readlink(link.c_str(), last, sizeof last - 1), 0) << link;
+  EXPECT_EQ(std::string(last), first[0]);
+
+  // The file with other content on the host: the template's copy is stale now.
+  const std::string changed = before + "# " + marker_ + "\n";
+  const std::string file = tmp_ + "/gai.conf";
+  {
+    std::ofstream out(file);
+    out << changed;
+  }
+  ASSERT_EQ(::mount(file.c_str(), etc.c_str(), nullptr, MS_BIND, nullptr), 0);
+  BoxRun b = run({"--mount-template"}, {"/bin/cat", etc});
+  BoxRun c = run({"--mount-template"}, {"/bin/cat", etc});
+  ASSERT_EQ(::umount2(etc.c_str(), MNT_DETACH), 0);
+  EXPECT_EQ(b.exitStatus, 0) << b.err;
+  EXPECT_EQ(b.out, changed) << "the command ran in the stale template";
+  EXPECT_EQ(b.result["status"], "exited") << b.result.dump();
+  EXPECT_EQ(c.out, changed);
+  std::vector<std::string> renewed = templateFiles(templateDir());
+  ASSERT_EQ(renewed.size(), 1u);
+  EXPECT_NE(renewed[0], first[0]);
+  std::fill(std::begin(last), std::end(last), '\0');
+  ASSERT_GT(::readlink(link.c_str(), last, sizeof last - 1), 0);
+  EXPECT_EQ(std::string(last), renewed[0]) << "the layout's last template is the new one";
+
+  // And back: the host as it was gives the first template's name again (rebuilt).
+  BoxRun d = run({"--mount-template"}, {"/bin/cat", etc});
+  EXPECT_EQ(d.out, before);
+  EXPECT_EQ(templateFiles(templateDir()), first);
+
+  EXPECT_EQ(removeTemplates(), 0);
+  EXPECT_EQ(::access(link.c_str(), F_OK), -1) << "cleanup removes the layout's link too";
 }
 
 // Specs with ever new mount points would each keep a template: their number stays bounded.

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +52,24 @@ inline std::string probeName() {
 }
 // The probe as seen inside the sandbox (its build directory is bound at /probes).
 inline std::string probe() { return "/probes/" + probeName(); }
+
+// Held by the tests that mount over a host /etc file and count on which template each run
+// takes: the same test runs in several modes at once (ctest -j), and one's mount would renew
+// the other's template or stack on its mount.
+class HostEtcLock {
+ public:
+  HostEtcLock() : fd_(::open("/tmp/akabox-test-host-etc.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~HostEtcLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HostEtcLock(const HostEtcLock&) = delete;
+  HostEtcLock& operator=(const HostEtcLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 struct BoxRun {
   int exitStatus = -1;
