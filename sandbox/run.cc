@@ -48,7 +48,8 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
                                   std::optional<CgroupVersion>& version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy,
                                   SandboxInit& init, NetworkNamespaceMaker& netns, bool lastTemplate,
-                                  std::string& templateToCheck) {
+                                  bool& staleTemplate) {
+  std::string templateToCheck;
   SandboxEntry entry;
   if (spec.mountTemplate) {
     // The template this layout used last, at once, and the check that it is still current
@@ -84,6 +85,13 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd.valid()) return Error{what + errnoError("cannot open '" + f + "'").message};
     entry.cgroupJoin.push_back(std::move(fd));
+  }
+  // The template taken at once must be the current one, checked while the thread may still
+  // be at the namespaces. If not, the attempt is dropped: the init is killed and reaped and
+  // the cgroup removed on the way out.
+  if (!templateToCheck.empty() && !mountTemplateCurrent(spec, devices, templateToCheck)) {
+    staleTemplate = true;
+    return Error{"the mount template taken first is stale"};
   }
   if (spec.net == NetMode::None) {
     auto ns = netns.running() ? netns.take(spinningPays()) : NetworkNamespaceMaker::makeHere();
@@ -168,9 +176,9 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
   if (!init) return failedAfterStart(init.error().message);
 
   // The init is making its namespaces now; prepare what it enters next.
-  std::string templateToCheck;
-  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns, lastTemplate, templateToCheck);
-  if (!entry) return failedAfterStart(entry.error().message);
+  bool staleTemplate = false;
+  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns, lastTemplate, staleTemplate);
+  if (!entry) return staleTemplate ? std::nullopt : std::optional(failedAfterStart(entry.error().message));
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
   // The limits bind the command, which execs only after go(): they are written while the
   // init enters its namespaces and the command sets itself up.
@@ -178,9 +186,6 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
     return failedAfterStart("cgroup " + std::string(cgroupVersionName(*version)) + ": " + st.error().message);
   // The thread brought lo up beside the release; the command execs only once it is.
   if (auto st = netns.loopbackUp(spinningPays()); !st) return failedAfterStart(st.error().message);
-  // Before the command may exec: the template taken at once must be the current one. If not,
-  // the init is killed and reaped and the cgroup removed on the way out.
-  if (!templateToCheck.empty() && !mountTemplateCurrent(spec, devices, templateToCheck)) return std::nullopt;
   if (auto st = (*init)->go(); !st) return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);
