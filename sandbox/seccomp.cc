@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/cache_dir.h"
 #include "sandbox/files.h"
+#include "sandbox/text.h"
 
 namespace akad::box {
 namespace {
@@ -101,24 +101,24 @@ std::string SeccompPolicy::serialize() const {
   return out;
 }
 
-// Read by the sandbox's init on every spawn, so sscanf rather than a stream.
+// Read by the sandbox's init on every spawn (and by akabox from its cache): the header's
+// words as string views (text.h), neither a stream nor scanf.
 std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(std::string_view bytes, const std::string& source) {
   auto nl = bytes.find('\n');
   if (nl == std::string_view::npos || nl > 64) return nullptr;
-  const std::string head(bytes.substr(0, nl));
-  int notify = 0, err = 0, chdir = 0, used = 0;
-  size_t count = 0;
-  if (std::sscanf(head.c_str(), "akabox-seccomp-2 %d %d %d %zu%n", &notify, &err, &chdir, &count, &used) != 4 ||
-      static_cast<size_t>(used) != head.size())
-    return nullptr;
-  if (count == 0 || count > BPF_MAXINSNS || bytes.size() - nl - 1 != count * sizeof(sock_filter)) return nullptr;
+  const auto head = text::words(bytes.substr(0, nl));
+  if (head.size() != 5 || head[0] != "akabox-seccomp-2") return nullptr;
+  const auto notify = text::number(head[1]), err = text::number(head[2]), chdir = text::number(head[3]),
+             count = text::number(head[4]);
+  if (!notify || !err || !chdir || !count || *notify > 1 || *chdir > 1 || *err > 4095) return nullptr;
+  if (*count == 0 || *count > BPF_MAXINSNS || bytes.size() - nl - 1 != *count * sizeof(sock_filter)) return nullptr;
   std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
-  p->notify_ = notify != 0;
-  p->allowsLateSetup_ = chdir != 0;
-  p->defaultErrno_ = err;
+  p->notify_ = *notify != 0;
+  p->allowsLateSetup_ = *chdir != 0;
+  p->defaultErrno_ = static_cast<int>(*err);
   p->source_ = source;
-  p->program_.resize(count);
-  std::memcpy(p->program_.data(), bytes.data() + nl + 1, count * sizeof(sock_filter));
+  p->program_.resize(*count);
+  std::memcpy(p->program_.data(), bytes.data() + nl + 1, *count * sizeof(sock_filter));
   return p;
 }
 

@@ -99,5 +99,37 @@ TEST(SeccompPolicy, DefaultPolicyCompilesAndReports) {
   EXPECT_NE(missing.error().message.find("/nonexistent/policy.json"), std::string::npos);
 }
 
+// The form the compiled filter takes in the cache and on its way to the sandbox's init: it
+// comes back whole, and anything else is refused rather than installed.
+TEST(SeccompPolicy, SerializedFilterRoundTripsAndBadFormsAreRefused) {
+  auto p = loadSeccompPolicy("default");
+  ASSERT_TRUE(p.ok() && *p) << (p.ok() ? "" : p.error().message);
+  const std::string bytes = (*p)->serialize();
+  auto back = SeccompPolicy::deserialize(bytes, "test");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->serialize(), bytes);
+  EXPECT_EQ(back->reportsViolations(), (*p)->reportsViolations());
+  EXPECT_EQ(back->allowsLateSetup(), (*p)->allowsLateSetup());
+  EXPECT_EQ(back->instructionCount(), (*p)->instructionCount());
+  EXPECT_EQ(back->errnoFor(165 /* mount */), (*p)->errnoFor(165));
+
+  const size_t nl = bytes.find('\n');
+  ASSERT_NE(nl, std::string::npos);
+  const std::string body = bytes.substr(nl + 1);
+  const std::string count = std::to_string((*p)->instructionCount());
+  auto refused = [&](const std::string& head, const std::string& program) {
+    EXPECT_FALSE(SeccompPolicy::deserialize(head + "\n" + program, "test")) << head;
+  };
+  refused("akabox-seccomp-1 1 1 1 " + count, body);                // another format
+  refused("akabox-seccomp-2 1 1 1 " + count + " 7", body);         // a word more
+  refused("akabox-seccomp-2 1 1 " + count, body);                  // a word less
+  refused("akabox-seccomp-2 1 -1 1 " + count, body);               // not a number
+  refused("akabox-seccomp-2 2 1 1 " + count, body);                // not a flag
+  refused("akabox-seccomp-2 1 1 1 " + count, body.substr(8));      // an instruction short
+  refused("akabox-seccomp-2 1 1 1 0", "");                         // no program
+  refused("akabox-seccomp-2 1 1 1 99999", std::string(99999 * 8, '\0'));  // past BPF_MAXINSNS
+  EXPECT_FALSE(SeccompPolicy::deserialize("akabox-seccomp-2 1 1 1 " + count, "test")) << "no newline";
+}
+
 }  // namespace
 }  // namespace akad::box
