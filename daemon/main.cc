@@ -20,6 +20,7 @@
 #include "akad/version.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/root_only_dir.h"
 #include "common/unique_fd.h"
 #include "daemon/context.h"
 #include "daemon/daemon_methods.h"
@@ -194,12 +195,11 @@ int main(int argc, char** argv) {
     if (::geteuid() != 0) {
       log::info("mount templates off: akad is not root");
     } else {
-      struct stat st {};
       if (::mkdir(mountTemplates.c_str(), 0700) != 0 && errno != EEXIST) {
         log::error("--mount-templates: cannot create ", mountTemplates, ": ", std::strerror(errno));
         return 2;
       }
-      if (::lstat(mountTemplates.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0) {
+      if (!rootOnlyDirectory(mountTemplates)) {
         log::error("--mount-templates: ", mountTemplates, " must be a directory owned by root that only root can write");
         return 2;
       }

@@ -4,18 +4,16 @@
 
 #include <cstdio>
 
+#include "common/root_only_dir.h"
+
 namespace akad::box {
 
 bool trustedCacheDir(const std::string& dir, bool create) {
-  auto trusted = [&] {
-    struct stat st {};
-    return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 022) == 0;
-  };
-  if (trusted()) return true;  // the usual case, without a mkdir per component
+  if (rootOnlyDirectory(dir)) return true;  // the usual case, without a mkdir per component
   if (!create) return false;
   for (size_t pos = 1; pos <= dir.size(); ++pos)
     if (pos == dir.size() || dir[pos] == '/') ::mkdir(dir.substr(0, pos).c_str(), 0700);
-  return trusted();
+  return rootOnlyDirectory(dir);
 }
 
 std::string fnv1aHex(const std::string& text) {

@@ -193,10 +193,23 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   // is a mask update. akabox's wake-ups (the listener, the output pipes, the report, the
   // init's exit) then do not cut into the init's and the command's work either. The init
   // takes akabox's policy and CPU set back before it starts the command (contain.cc).
-  // Best effort: a call that fails changes nothing.
+  // Best effort: a call that fails changes nothing. The policy handed back is the caller's,
+  // read at akabox's first start: a second attempt (a stale mount template, run.cc) finds
+  // akabox in SCHED_BATCH already, and its command would get that.
+  struct Caller {
+    int policy = -1;
+    sched_param param{};
+  };
+  static const Caller caller = [] {
+    Caller c;
+    c.policy = ::sched_getscheduler(0);
+    if (c.policy >= 0 && ::sched_getparam(0, &c.param) != 0) c.policy = -1;
+    return c;
+  }();
   Placement place;
-  place.policy = ::sched_getscheduler(0);
-  if (place.policy >= 0 && ::sched_getparam(0, &place.param) == 0) {
+  place.policy = caller.policy;
+  place.param = caller.param;
+  if (caller.policy >= 0) {
     sched_param batch{};
     place.restorePolicy = ::sched_setscheduler(0, SCHED_BATCH, &batch) == 0;
   }

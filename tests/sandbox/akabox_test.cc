@@ -674,11 +674,18 @@ TEST_F(BoxTest, MountTemplateTakenBeforeItsCheckIsNeverUsedStale) {
     out << changed;
   }
   ASSERT_EQ(::mount(file.c_str(), etc.c_str(), nullptr, MS_BIND, nullptr), 0);
-  BoxRun b = run({"--mount-template"}, {"/bin/cat", etc});
+  // The second attempt's command must still get the caller's scheduling policy (not the
+  // SCHED_BATCH akabox took for the first) and CPU set.
+  BoxRun b = run({"--mount-template"},
+                 {"/bin/sh", "-c", "cat " + etc + "; awk '{print \"policy=\" $41}' /proc/self/stat; grep ^Cpus_allowed_list /proc/self/status"});
   BoxRun c = run({"--mount-template"}, {"/bin/cat", etc});
   ASSERT_EQ(::umount2(etc.c_str(), MNT_DETACH), 0);
   EXPECT_EQ(b.exitStatus, 0) << b.err;
-  EXPECT_EQ(b.out, changed) << "the command ran in the stale template";
+  const std::string mine = readAll("/proc/self/status");
+  const size_t at = mine.find("Cpus_allowed_list:");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(b.out, changed + "policy=0\n" + mine.substr(at, mine.find('\n', at) + 1 - at))
+      << "the command ran in the stale template, or got akabox's policy or CPU set";
   EXPECT_EQ(b.result["status"], "exited") << b.result.dump();
   EXPECT_EQ(c.out, changed);
   std::vector<std::string> renewed = templateFiles(templateDir());
