@@ -2,11 +2,13 @@
 // pivot_root; once building the root, once copying a kept mount template) against
 // bwrap --unshare-all, interleaved in one run so all see the same machine load (each round
 // in another order), stdio on /dev/null. Prints medians, the ratio and akabox's peak RSS
-// (ru_maxrss from wait4).
+// (ru_maxrss from wait4). The template lives in a directory of the benchmark's own (unless
+// AKABOX_TEMPLATE_DIR names one), removed with `akabox cleanup --templates` at the end.
 //
 //   spawn_bench AKABOX [RUNS]      (BWRAP=PATH: the bwrap binary, default /usr/bin/bwrap)
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +55,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   int runs = argc > 2 ? std::atoi(argv[2]) : 50;
+  // The kept template in a directory of its own (mkdtemp: root's, mode 0700, as akabox wants).
+  std::string templateDir;
+  const char* given = std::getenv("AKABOX_TEMPLATE_DIR");
+  if (!given || !*given) {
+    char dir[] = "/tmp/akabox-bench-XXXXXX";
+    if (!mkdtemp(dir)) {
+      std::perror("mkdtemp");
+      return 1;
+    }
+    templateDir = dir;
+    setenv("AKABOX_TEMPLATE_DIR", dir, 1);
+  }
+  // Unmounts and removes the template (and its directory, if it is ours). The cgroup parent
+  // is one nobody uses: cleanup would otherwise also kill the default parent's sandboxes.
+  auto removeTemplate = [&] {
+    timeOnce({argv[1], "cleanup", "--cgroup-parent", "akabox-bench-none", "--templates"}, nullptr);
+    if (templateDir.empty()) return;
+    unlink((templateDir + "/.lock").c_str());  // the builders' lock; nobody else uses this directory
+    rmdir(templateDir.c_str());
+  };
   std::vector<std::string> akabox = {argv[1], "run", "--seccomp", "default", "--result", "/dev/null", "--", "/bin/true"};
   // The same with the root copied from a kept mount template (built by the warm-up runs).
   std::vector<std::string> templated = {argv[1], "run", "--mount-template", "--seccomp", "default", "--result", "/dev/null",
@@ -78,6 +100,7 @@ int main(int argc, char** argv) {
       double t = timeOnce(c.argv, &c == &cases[0] ? &rss : nullptr);
       if (t < 0) {
         std::fprintf(stderr, "run %d failed: %s\n", i, c.name);
+        removeTemplate();
         return 1;
       }
       c.times.push_back(t);
@@ -90,5 +113,6 @@ int main(int argc, char** argv) {
   std::printf("ratio akabox/bwrap: %.2f, with --mount-template: %.2f (target <= 0.70)\n", bench::median(cases[0].times) / bwrapMedian,
               bench::median(cases[2].times) / bwrapMedian);
   std::printf("akabox peak RSS (ru_maxrss of akabox and its init): %ld KiB\n", rss);
+  removeTemplate();
   return 0;
 }
