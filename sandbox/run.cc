@@ -53,7 +53,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
   SandboxEntry entry;
   if (spec.mountTemplate) {
     // The template this layout used last, at once, and the check that it is still current
-    // later (runOnce); or the checked one, built first if need be.
+    // below, before the release; or the checked one, built first if need be.
     LastMountTemplate last = lastTemplate ? openLastMountTemplate(spec, devices) : LastMountTemplate{};
     UniqueFd fd = std::move(last.fd);
     if (fd.valid()) {
@@ -273,9 +273,9 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
   // With a mount template, the first attempt takes the template its layout used last and
-  // checks it beside the set-up; if the host changed meanwhile (rare: a mount over a path the
-  // root takes from it, a changed /etc file), that attempt is dropped before the command
-  // execs, and the second builds or takes the current one.
+  // checks it while the namespace thread works; if the host changed meanwhile (rare: a mount
+  // over a path the root takes from it, a changed /etc file), that attempt is dropped before
+  // the init is released, and the second builds or takes the current one.
   if (auto r = runOnce(spec, netns, true)) return *r;
   return *runOnce(spec, netns, false);
 }
