@@ -192,8 +192,9 @@ void waitForGo(const ContainContext& c) {
 // Every disposition back to the default: ignored ones survive exec (a caller that ignores
 // SIGPIPE or SIGCHLD would hand that to the command; SIGCHLD ignored would also make the
 // init's children vanish unreaped). The init does it once its mounts are done, while it waits
-// for akabox's release; the command inherits the defaults through vfork (or fork). The pid namespace's init ignores every
-// default-action signal but SIGKILL from akabox anyway.
+// for akabox's release (the early command: before its fork); the command inherits the
+// defaults through vfork or fork. The pid namespace's init ignores every default-action
+// signal but SIGKILL from akabox anyway.
 void defaultSignalDispositions() {
   for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
 }

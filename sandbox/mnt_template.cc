@@ -228,16 +228,9 @@ std::string mountTemplateDir() {
 namespace {
 
 // A template's name: its layout's key, then the key of the layout with the host's state.
-struct TemplateName {
-  std::string layoutKey, name;
-};
-TemplateName templateName(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
-                          const std::vector<MountPoint>& points, const std::string& dir) {
-  const std::string layout = layoutOf(spec, devices, points);
-  TemplateName n;
-  n.layoutKey = fnv1aHex(layout);
-  n.name = n.layoutKey + "-" + fnv1aHex(layout + hostFingerprint(spec, dir));
-  return n;
+std::string templateName(const std::string& layout, const std::string& layoutKey, const SandboxSpec& spec,
+                         const std::string& dir) {
+  return layoutKey + "-" + fnv1aHex(layout + hostFingerprint(spec, dir));
 }
 
 std::string lastLink(const std::string& layoutKey) { return ".last-" + layoutKey; }
@@ -273,25 +266,30 @@ void removeLastLinks(const std::string& dir) {
 
 LastMountTemplate openLastMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
   LastMountTemplate t;
-  const std::string dir = mountTemplateDir();
+  std::string dir = mountTemplateDir();
   if (!templateDirOk(dir)) return t;
-  const std::string layoutKey = fnv1aHex(layoutOf(spec, devices, templateMountPoints(spec)));
-  std::string name = readLast(dir, layoutKey);
+  std::string layout = layoutOf(spec, devices, templateMountPoints(spec));
+  std::string name = readLast(dir, fnv1aHex(layout));
   if (name.empty()) return t;
   t.fd = openKept(dir + "/" + name);
-  if (t.fd.valid()) t.name = std::move(name);
+  if (!t.fd.valid()) return t;
+  t.name = std::move(name);
+  t.layout = std::move(layout);
+  t.dir = std::move(dir);
   return t;
 }
 
-bool mountTemplateCurrent(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const std::string& name) {
-  return templateName(spec, devices, templateMountPoints(spec), mountTemplateDir()).name == name;
+bool mountTemplateCurrent(const SandboxSpec& spec, const LastMountTemplate& t) {
+  return templateName(t.layout, fnv1aHex(t.layout), spec, t.dir) == t.name;
 }
 
 Result<UniqueFd> openMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
   const std::string dir = mountTemplateDir();
   if (auto st = templateDirOk(dir); !st) return Error{"mount template: " + st.error().message};
   auto points = templateMountPoints(spec);
-  const auto [layoutKey, name] = templateName(spec, devices, points, dir);
+  const std::string layout = layoutOf(spec, devices, points);
+  const std::string layoutKey = fnv1aHex(layout);
+  const std::string name = templateName(layout, layoutKey, spec, dir);
   const std::string path = dir + "/" + name;
   if (UniqueFd fd = openKept(path); fd.valid()) {
     if (readLast(dir, layoutKey) != name) writeLast(dir, layoutKey, name);

@@ -32,16 +32,18 @@ Result<UniqueFd> openMountTemplate(const SandboxSpec& spec, const std::vector<De
 
 // The template a layout used last, opened without checking the host against it (its name is
 // kept beside it, as `.last-<layout key>`): a spawn hands it to the init at once and checks
-// it with mountTemplateCurrent() beside the rest of the set-up. No descriptor if there is none.
+// it with mountTemplateCurrent() while it waits for the namespace thread. No descriptor if
+// there is none. `layout` and `dir` are what the check needs from the opening (the layout
+// reads the binds' sources).
 struct LastMountTemplate {
   UniqueFd fd;
-  std::string name;
+  std::string name, layout, dir;
 };
 LastMountTemplate openLastMountTemplate(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
 
-// Whether `name` is the template for this spec and the host as it is now (what
+// Whether `t` is still the template for its spec and the host as it is now (what
 // openMountTemplate would open).
-bool mountTemplateCurrent(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const std::string& name);
+bool mountTemplateCurrent(const SandboxSpec& spec, const LastMountTemplate& t);
 
 // In the init, which clone3 left in akabox's mount namespace: detached copies of the host
 // paths the sandbox binds are taken first (the host is not reachable afterwards), then the

@@ -49,16 +49,14 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
                                   std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy,
                                   SandboxInit& init, NetworkNamespaceMaker& netns, bool lastTemplate,
                                   bool& staleTemplate) {
-  std::string templateToCheck;
+  // The template this layout used last, at once, and the check that it is still current
+  // below, before the release; or the checked one, built first if need be.
+  LastMountTemplate last = spec.mountTemplate && lastTemplate ? openLastMountTemplate(spec, devices) : LastMountTemplate{};
+  const bool toCheck = last.fd.valid();
   SandboxEntry entry;
   if (spec.mountTemplate) {
-    // The template this layout used last, at once, and the check that it is still current
-    // below, before the release; or the checked one, built first if need be.
-    LastMountTemplate last = lastTemplate ? openLastMountTemplate(spec, devices) : LastMountTemplate{};
     UniqueFd fd = std::move(last.fd);
-    if (fd.valid()) {
-      templateToCheck = last.name;
-    } else {
+    if (!toCheck) {
       auto t = openMountTemplate(spec, devices);
       if (!t) return t.error();
       fd = std::move(*t);
@@ -89,7 +87,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
   // The template taken at once must be the current one, checked while the thread may still
   // be at the namespaces. If not, the attempt is dropped: the init is killed and reaped and
   // the cgroup removed on the way out.
-  if (!templateToCheck.empty() && !mountTemplateCurrent(spec, devices, templateToCheck)) {
+  if (toCheck && !mountTemplateCurrent(spec, last)) {
     staleTemplate = true;
     return Error{"the mount template taken first is stale"};
   }
