@@ -9,6 +9,9 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <seccomp.h>
 
@@ -357,8 +360,26 @@ TEST_F(BoxTest, DangerousSyscallsAreRefusedAndReported) {
     EXPECT_TRUE(violated(r.result, s)) << s << " missing from " << r.result["seccomp_violations"].dump();
 }
 
+// Whether this kernel runs a 32-bit system call (int 0x80) from a 64-bit process at all,
+// outside any sandbox: some virtual machines' kernels fault it (SIGSEGV) for everyone.
+bool hostRuns32BitSyscalls() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::execl(probeBin().c_str(), "probe", "i386", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 TEST_F(BoxTest, OtherArchitectureSyscallKills) {
 #if defined(__x86_64__)
+  if (!hostRuns32BitSyscalls())
+    GTEST_SKIP() << "this kernel faults int 0x80 outside any sandbox too (the probe dies there), so there is no "
+                    "32-bit system call for the filter to kill";
   BoxRun r = run({}, {probe(), "i386"});
   EXPECT_EQ(r.result["status"], "signaled");
   EXPECT_EQ(r.result["signal"], SIGSYS);
