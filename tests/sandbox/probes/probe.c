@@ -250,6 +250,17 @@ static int i386Syscall(void) {
   return 0;
 }
 
+/* The x32 ABI: the 64-bit syscall instruction with bit 30 of the number set. */
+static int x32Syscall(void) {
+#if defined(__x86_64__)
+  long ret = syscall(0x40000000L | SYS_getpid);
+  printf("x32=%ld errno=%d\n", ret, ret < 0 ? errno : 0);
+#else
+  printf("x32=unsupported\n");
+#endif
+  return 0;
+}
+
 static int devOpen(const char* path) {
   int fd = open(path, O_RDWR);
   printf("devopen=%s\n", fd >= 0 ? "ok" : strerror(errno));
@@ -279,6 +290,7 @@ int main(int argc, char** argv) {
   if (!strcmp(m, "daemon")) return daemonize(argv[0], a);
   if (!strcmp(m, "daemon-child")) daemonChild();
   if (!strcmp(m, "i386")) return i386Syscall();
+  if (!strcmp(m, "x32")) return x32Syscall();
   if (!strcmp(m, "devopen")) return devOpen(a);
   if (!strcmp(m, "exit")) return atoi(a);
   if (!strcmp(m, "kill-self")) { kill(getpid(), atoi(a)); return 99; }
