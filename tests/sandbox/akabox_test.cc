@@ -375,17 +375,22 @@ bool hostRuns32BitSyscalls() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// The probe's system call never returned (it prints `printedIfReturned` when it does): the
+// filter killed the process with SIGSYS, and the result says so.
+void expectKilledByTheFilter(const BoxRun& r, const std::string& printedIfReturned) {
+  EXPECT_EQ(r.result["status"], "signaled") << r.out << r.err;
+  EXPECT_EQ(r.result["signal"], SIGSYS);
+  EXPECT_EQ(r.exitStatus, 128 + SIGSYS);
+  EXPECT_EQ(r.out.find(printedIfReturned), std::string::npos) << "the system call returned: " << r.out;
+  EXPECT_FALSE(r.result["seccomp_violations"].empty());
+}
+
 TEST_F(BoxTest, OtherArchitectureSyscallKills) {
 #if defined(__x86_64__)
   if (!hostRuns32BitSyscalls())
     GTEST_SKIP() << "this kernel faults int 0x80 outside any sandbox too (the probe dies there), so there is no "
                     "32-bit system call for the filter to kill";
-  BoxRun r = run({}, {probe(), "i386"});
-  EXPECT_EQ(r.result["status"], "signaled");
-  EXPECT_EQ(r.result["signal"], SIGSYS);
-  EXPECT_EQ(r.exitStatus, 128 + SIGSYS);
-  EXPECT_EQ(r.out.find("int80="), std::string::npos) << "the 32-bit syscall returned: " << r.out;
-  EXPECT_FALSE(r.result["seccomp_violations"].empty());
+  expectKilledByTheFilter(run({}, {probe(), "i386"}), "int80=");
 #else
   GTEST_SKIP() << "int 0x80 probe is x86-64 only";
 #endif
@@ -396,12 +401,7 @@ TEST_F(BoxTest, OtherArchitectureSyscallKills) {
 // or not this kernel was built with x32 (outside the sandbox the call just fails there).
 TEST_F(BoxTest, X32SyscallKills) {
 #if defined(__x86_64__)
-  BoxRun r = run({}, {probe(), "x32"});
-  EXPECT_EQ(r.result["status"], "signaled") << r.out << r.err;
-  EXPECT_EQ(r.result["signal"], SIGSYS);
-  EXPECT_EQ(r.exitStatus, 128 + SIGSYS);
-  EXPECT_EQ(r.out.find("x32="), std::string::npos) << "the x32 system call returned: " << r.out;
-  EXPECT_FALSE(r.result["seccomp_violations"].empty());
+  expectKilledByTheFilter(run({}, {probe(), "x32"}), "x32=");
 #else
   GTEST_SKIP() << "the x32 ABI is x86-64 only";
 #endif
