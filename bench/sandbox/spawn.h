@@ -55,6 +55,7 @@ class TemplateDir {
     char dir[] = "/tmp/akabox-bench-XXXXXX";
     if (!mkdtemp(dir)) {
       std::perror("mkdtemp");
+      failed_ = true;
       return;
     }
     own_ = dir;
@@ -64,10 +65,14 @@ class TemplateDir {
   TemplateDir& operator=(const TemplateDir&) = delete;
   ~TemplateDir() { remove(); }
 
+  // False if the directory could not be made: the caller stops before any run, since the
+  // templates would otherwise go to the default directory, and the cleanup with them.
+  bool ok() const { return !failed_; }
+
   // The cgroup parent is one nobody uses: cleanup would otherwise also kill the default
   // parent's sandboxes.
   void remove() {
-    if (removed_) return;
+    if (removed_ || failed_) return;
     removed_ = true;
     timeSpawn({akabox_, "cleanup", "--cgroup-parent", "akabox-bench-none", "--templates"});
     if (own_.empty()) return;
@@ -79,6 +84,7 @@ class TemplateDir {
   std::string akabox_;
   std::string own_;
   bool removed_ = false;
+  bool failed_ = false;
 };
 
 // `akabox run` of /bin/true with full isolation and the default policy, as the benchmarks

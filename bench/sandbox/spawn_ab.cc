@@ -39,8 +39,15 @@ bool copyExecutable(const std::string& from, const std::string& to) {
   std::vector<char> buf(1 << 20);
   while (ok) {
     const ssize_t n = read(in, buf.data(), buf.size());
-    if (n == 0) break;
-    ok = n > 0 && write(out, buf.data(), static_cast<size_t>(n)) == n;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
+    }
+    for (ssize_t done = 0; ok && done < n;) {
+      const ssize_t w = write(out, buf.data() + done, static_cast<size_t>(n - done));
+      ok = w > 0;
+      done += w;
+    }
   }
   if (!ok) std::fprintf(stderr, "cannot copy %s to %s: %s\n", from.c_str(), to.c_str(), std::strerror(errno));
   close(in);
@@ -89,6 +96,7 @@ int main(int argc, char** argv) {
   }
   // Declared after the copies: it runs the first one to remove the templates.
   bench::TemplateDir templates(copies.files.front());
+  if (!templates.ok()) return 1;
   for (int i = 0; i < 3; ++i)  // warm caches (binaries, policy file, the mount templates)
     for (const auto& c : commands) bench::timeSpawn(c);
   std::printf("%d runs a round, interleaved, %s; medians in ms:\n", runs, mountTemplate ? "with --mount-template" : "building the root");

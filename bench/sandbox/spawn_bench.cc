@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   }
   int runs = argc > 2 ? std::atoi(argv[2]) : 50;
   bench::TemplateDir templates(argv[1]);  // removed, with its templates, on the way out
+  if (!templates.ok()) return 1;
   const std::vector<std::string> akabox = bench::akaboxTrue(argv[1], false);
   // The same with the root copied from a kept mount template (built by the warm-up runs).
   const std::vector<std::string> templated = bench::akaboxTrue(argv[1], true);
