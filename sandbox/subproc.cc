@@ -433,8 +433,11 @@ Result<SandboxExit> SandboxInit::supervise(SandboxCgroup& cgroup) {
       // reaped (below): the last reference to the filter frees its BPF program, and the
       // kernel's deferred free (a text poke and TLB flushes, 0.24 ms of a worker on the 2-CPU
       // development VM) ran beside the command's exit.
-      const bool gone = (pfds[iLis].revents & POLLIN) && policy_ ? !ex.violations.handle(listener.get(), *policy_)
-                                                                  : (pfds[iLis].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
+      bool gone;
+      if ((pfds[iLis].revents & POLLIN) && policy_)
+        gone = !ex.violations.handle(listener.get(), *policy_);
+      else
+        gone = (pfds[iLis].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
       if (gone) spentListener = std::move(listener);
     }
     if (ready(iPid)) initDone = true;
