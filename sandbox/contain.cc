@@ -22,6 +22,7 @@
 #include "sandbox/fdpass.h"
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
+#include "sandbox/shared_clone.h"
 #include "sandbox/user.h"
 
 namespace akad::box {
@@ -128,10 +129,23 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from = "akabox"
   return e;
 }
 
-// Enters the network namespace, the ipc and uts namespaces (naming the host `hostname`) and
-// (v1) the cgroup akabox prepared. Writing "0" to a `tasks` file moves the writing thread
-// itself, which skips the kernel's global migration lock (cgroup.h says why).
-Status enterPrepared(Entry& e, const std::string& hostname) {
+// Writing "0" to a `tasks` file (cgroup v1) moves the writing thread itself, which skips the
+// kernel's global migration lock (cgroup.h says why).
+Status joinCgroup(std::vector<UniqueFd>& tasksFiles) {
+  for (auto& fd : tasksFiles) {
+    ssize_t n = ::write(fd.get(), "0", 1);
+    int err = errno;
+    fd.reset();
+    if (n != 1) return errnoError("write 0 to the sandbox cgroup's tasks file", err);
+  }
+  tasksFiles.clear();
+  return {};
+}
+
+// Enters the network namespace, the ipc and uts namespaces (naming the host `hostname`) and,
+// with `cgroup`, (v1) the cgroup akabox prepared; without, the `tasks` files stay in `e` for
+// the command.
+Status enterPrepared(Entry& e, const std::string& hostname, bool cgroup) {
   SandboxNamespaces& ns = e.ns;
   if (ns.task.valid()) {
     // All at once, from the task that made them (akabox's namespace thread).
@@ -147,13 +161,7 @@ Status enterPrepared(Entry& e, const std::string& hostname) {
   }
   if (e.ipcUts && ::sethostname(hostname.data(), hostname.size()) != 0) return errnoError("sethostname");
   ns = SandboxNamespaces{};
-  for (auto& fd : e.cgroupJoin) {
-    ssize_t n = ::write(fd.get(), "0", 1);
-    int err = errno;
-    fd.reset();
-    if (n != 1) return errnoError("write 0 to the sandbox cgroup's tasks file", err);
-  }
-  return {};
+  return cgroup ? joinCgroup(e.cgroupJoin) : Status{};
 }
 
 Status wireStdio(const ContainContext& c) {
@@ -358,7 +366,7 @@ struct EarlyStart {
   auto e = receiveEntry(c.channelFd, c.spin);
   if (!e) must(c, e.error(), "waiting for akabox");
   must(c, forwardToInit(early.linkFd, *e), "handing the release to the init");
-  must(c, enterPrepared(*e, c.spec->hostname), "entering the sandbox's cgroup and network namespace");
+  must(c, enterPrepared(*e, c.spec->hostname, true), "entering the sandbox's cgroup and network namespace");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
   const Placement& p = c.placement;
@@ -384,6 +392,43 @@ struct EarlyStart {
     else if (WIFSIGNALED(status)) report(c.reportFd, ReportMessage::CommandSignaled, WTERMSIG(status), "");
     ::_exit(0);
   }
+}
+
+// The command of an init that shares akabox's memory: cloned with CLONE_VM | CLONE_VFORK, it
+// runs on the init's stack below the init's frames (the init sleeps until the command's exec
+// or exit, as vfork's parent does), joins the sandbox's cgroup (born into it on v2) and roots
+// a cgroup namespace there, then sets itself up as any command does.
+struct SharedCommand {
+  const ContainContext* c;
+  Entry* entry;
+  bool pinned;
+};
+
+int sharedCommandMain(void* arg) {
+  const auto& sc = *static_cast<SharedCommand*>(arg);
+  const ContainContext& c = *sc.c;
+  must(c, joinCgroup(sc.entry->cgroupJoin), "entering the sandbox's cgroup");
+  must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
+  runCommand(c, sc.entry->policy.get(), sc.pinned, {});
+}
+
+pid_t startSharedCommand(const ContainContext& c, Entry& entry, bool pinned) {
+  SharedCommand sc{&c, &entry, pinned};
+  // 8 KiB below this frame: clear of it, of the calls below it and of the red zone.
+  const auto top = (reinterpret_cast<uintptr_t>(&sc) - 8192) & ~uintptr_t{15};
+  const auto bottom = reinterpret_cast<uintptr_t>(c.sharedStackBottom);
+  clone_args args{};
+  args.flags = CLONE_VM | CLONE_VFORK;
+  if (c.commandCgroupFd >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(c.commandCgroupFd);
+  }
+  args.exit_signal = SIGCHLD;
+  args.stack = bottom;
+  args.stack_size = top - bottom;
+  const long pid = cloneOnStack(args, &sharedCommandMain, &sc);
+  if (pid < 0) must(c, errnoError("clone3(the command)", static_cast<int>(-pid)), "starting the command");
+  return static_cast<pid_t>(pid);
 }
 
 }  // namespace
@@ -455,7 +500,7 @@ struct EarlyStart {
     auto forwarded = receiveEntry(initEnd.get(), false, "the command", &commandGone);
     if (!forwarded) must(c, forwarded.error(), "waiting for the command");
     if (!commandGone) {
-      must(c, enterPrepared(*forwarded, s.hostname), "entering the sandbox's cgroup and network namespace");
+      must(c, enterPrepared(*forwarded, s.hostname, true), "entering the sandbox's cgroup and network namespace");
       // The command execs only after this word: by then the init is where the sandbox is.
       (void)!::send(initEnd.get(), "m", 1, MSG_NOSIGNAL);
     }
@@ -469,9 +514,11 @@ struct EarlyStart {
   defaultSignalDispositions();
   Entry entry = receive();
   if (c.ipcUtsHanded && !entry.ipcUts) must(c, Error{"akabox sent no ipc and uts namespaces"}, "waiting for akabox");
-  must(c, enterPrepared(entry, s.hostname), "entering the sandbox's namespaces and cgroup");
+  // An init that shares akabox's memory leaves the cgroup to the command (contain.h).
+  const bool initInCgroup = !c.sharedStackBottom || s.commandIsPid1;
+  must(c, enterPrepared(entry, s.hostname, initInCgroup), "entering the sandbox's namespaces and cgroup");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
-  must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
+  if (initInCgroup) must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
   // akabox's scheduling policy and CPU set back, for the command (subproc.cc says why the
   // init had others).
   if (p.restorePolicy) (void)::sched_setscheduler(0, p.policy, &p.param);
@@ -484,7 +531,10 @@ struct EarlyStart {
   if (p.restoreCpus) {
     cpu_set_t here;
     CPU_ZERO(&here);
-    const int cpu = ::sched_getcpu();
+    // Asked of the kernel: sched_getcpu() reads a thread's restartable-sequence area, which
+    // for an init that shares akabox's memory is that of the thread it borrowed it from.
+    unsigned current = 0;
+    const int cpu = ::syscall(SYS_getcpu, &current, nullptr, nullptr) == 0 ? static_cast<int>(current) : -1;
     if (cpu >= 0 && cpu < CPU_SETSIZE) {
       CPU_SET(cpu, &here);
       pinned = ::sched_setaffinity(0, sizeof(here), &here) == 0;
@@ -492,15 +542,21 @@ struct EarlyStart {
     if (!pinned) (void)::sched_setaffinity(0, sizeof(p.cpus), &p.cpus);
   }
 
-  // vfork: the command borrows the init's memory until it execs, instead of copying the page
-  // tables and faulting every page in again (fork cost about a quarter of a millisecond
-  // here). The init sleeps until then, and the command never returns from runCommand: it
-  // execs or _exits. What it changes is its own: credentials, namespaces, fds, signal
-  // dispositions, rlimits and the seccomp filter are per process (no CLONE_THREAD, FILES,
-  // FS or SIGHAND); its heap allocations stay behind in the init's memory, which only reaps.
-  pid_t cmd = ::vfork();
-  if (cmd < 0) must(c, errnoError("vfork"), "starting the command");
-  if (cmd == 0) runCommand(c, entry.policy.get(), pinned, {});
+  // vfork, or its like for an init that shares akabox's memory (startSharedCommand): the
+  // command borrows the init's memory until it execs, instead of copying the page tables and
+  // faulting every page in again (fork cost about a quarter of a millisecond here). The init
+  // sleeps until then, and the command never returns from runCommand: it execs or _exits.
+  // What it changes is its own: credentials, namespaces, fds, signal dispositions, rlimits
+  // and the seccomp filter are per process (no CLONE_THREAD, FILES, FS or SIGHAND); its heap
+  // allocations stay behind in the init's memory (akabox's, when shared).
+  pid_t cmd;
+  if (c.sharedStackBottom) {
+    cmd = startSharedCommand(c, entry, pinned);
+  } else {
+    cmd = ::vfork();
+    if (cmd < 0) must(c, errnoError("vfork"), "starting the command");
+    if (cmd == 0) runCommand(c, entry.policy.get(), pinned, {});
+  }
   // Best effort, as above, and only now that the command has exec'd (it would inherit the
   // value through vfork). The init is on the command's CPU, so this runs once the command
   // ends, on the way to its report. When the command hands akabox a seccomp listener, akabox

@@ -111,6 +111,13 @@ struct ContainContext {
   // The ipc and uts namespaces come with the release (made by akabox's namespace thread,
   // net.h); otherwise the init unshares them itself at its start.
   bool ipcUtsHanded = false;
+  // Set when the init shares akabox's memory (shared_clone.h): the lowest byte of its stack.
+  // It then starts the command sharing that memory too, on the part of this stack below its
+  // own frames, and stays out of the sandbox's cgroup unless it is the command itself: the
+  // command joins, born into it on cgroup v2 (commandCgroupFd, the cgroup's directory) or
+  // writing itself into the `tasks` files on v1.
+  void* sharedStackBottom = nullptr;
+  int commandCgroupFd = -1;
 };
 
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.

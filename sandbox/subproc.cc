@@ -1,6 +1,7 @@
 #include "sandbox/subproc.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <pthread.h>
@@ -22,9 +23,28 @@
 #include "sandbox/contain.h"
 #include "sandbox/cpu.h"
 #include "sandbox/fdpass.h"
+#include "sandbox/shared_clone.h"
 
 namespace akad::box {
+
+// What the init starts from; it lives with the SandboxInit, since an init that shares akabox's
+// memory reads it there until its end.
+struct InitLaunch {
+  ContainContext ctx;
+  clone_args args{};
+  ChildStack stack;  // the shared init's; its lending thread unmaps it once the init is gone
+  int pidfd = -1;    // clone3 writes it
+  long result = 0;   // the init's pid, or -errno
+  uint32_t ready = 0;  // futex word: 1 once `result` is set
+  bool moveInit = false;  // to `initCpus` at once (subproc.cc's placement)
+  cpu_set_t initCpus{};
+};
+
 namespace {
+
+// The shared init's stack, which the command also uses until its exec (contain.cc): the
+// deepest set-up path, the mount build, needs some tens of KiB; untouched pages cost nothing.
+constexpr size_t kInitStackBytes = 1 << 20;
 
 struct Pipe {
   UniqueFd read, write;
@@ -52,6 +72,32 @@ UniqueFd receiveFd(int sock) {
   return fds.empty() ? UniqueFd() : std::move(fds.front());
 }
 
+int initMain(void* ctx) { runSandboxInit(*static_cast<const ContainContext*>(ctx)); }
+
+// The thread whose thread-local state the shared init borrows (shared_clone.h): it clones the
+// init, hands akabox the outcome, and from then on touches nothing of its own (raw system
+// calls: no errno) until the init has exited; then it unmaps the init's stack and ends. The
+// init's parent is this thread, so its death signal (PR_SET_PDEATHSIG) fires when the thread
+// ends, which is after the init's; akabox's other threads reap it as before.
+void* lendToInit(void* arg) {
+  auto* l = static_cast<InitLaunch*>(arg);
+  ChildStack stack = std::move(l->stack);
+  const long pid = cloneOnStack(l->args, &initMain, &l->ctx);
+  if (pid > 0 && l->moveInit) (void)rawSyscall(SYS_sched_setaffinity, pid, sizeof(l->initCpus), reinterpret_cast<long>(&l->initCpus));
+  __atomic_store_n(&l->result, pid, __ATOMIC_RELEASE);
+  __atomic_store_n(&l->ready, 1u, __ATOMIC_RELEASE);
+  (void)rawSyscall(SYS_futex, reinterpret_cast<long>(&l->ready), FUTEX_WAKE_PRIVATE, 1);
+  // `l` may be gone from here on (a failed start destroys the SandboxInit at once).
+  if (pid > 0) {
+    // Waits for the exit without reaping (WNOWAIT). Once akabox has reaped the init, or if
+    // the pid is not a child any more, that is ECHILD: gone as well.
+    siginfo_t info;
+    while (rawSyscall(SYS_waitid, P_PID, pid, reinterpret_cast<long>(&info), WEXITED | WNOWAIT | __WALL, 0) == -EINTR) {
+    }
+  }
+  return nullptr;  // `stack` is unmapped on the way out
+}
+
 unsigned long cloneFlags(bool mountTemplate) {
   // Only what must exist at birth: the pid namespace (the init is its pid 1) and, without a
   // template, the mount namespace the init builds. The init unshares its ipc and uts
@@ -67,7 +113,10 @@ unsigned long cloneFlags(bool mountTemplate) {
 // command sent it, so it exists, and as a vfork child it has its own value, which a write to
 // its parent's leaves alone (the kernel copies the value to processes sharing the memory
 // only for CLONE_VM without CLONE_VFORK). Done here, while the command runs, rather than by
-// the init, which shares the command's CPU and would do it after the command's end.
+// the init, which shares the command's CPU and would do it after the command's end. An init
+// that shares akabox's memory is outside the sandbox's cgroup, out of reach of its OOM
+// killer; the shield then guards against the system's, and the kernel gives the value to
+// akabox too (to every process sharing the memory but a vfork child).
 void shieldInitFromOom(pid_t initPid) {
   const std::string path = "/proc/" + std::to_string(initPid) + "/oom_score_adj";
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -225,39 +274,85 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   const bool ipcUtsHanded = req.ipcUtsFromThread && !earlyCommand;
   self->ipcUtsHanded_ = ipcUtsHanded;
 
+  // The init shares akabox's memory (shared_clone.h) unless it starts the command early,
+  // which forks a copy of it. A shared init stays out of the sandbox's cgroup: a memory
+  // cgroup's OOM killer that picked it would kill every process sharing its memory, akabox
+  // included. The command joins the cgroup instead (contain.cc), or the init does when it is
+  // the command itself (commandIsPid1: nothing else can run in the sandbox before its exec).
+  self->launch_ = std::make_unique<InitLaunch>();
+  InitLaunch& l = *self->launch_;
+  const bool shared = kCanShareMemory && !earlyCommand;
+  if (shared) {
+    l.stack = ChildStack(kInitStackBytes);
+    if (!l.stack.valid()) return errnoError("mmap (the sandbox init's stack)");
+  }
+  ContainContext& c = l.ctx;
+  c.spec = req.spec;
+  c.outsideUid = req.outsideUid;
+  c.outsideGid = req.outsideGid;
+  c.devices = req.devices;
+  c.lifelineFd = lifeline->read.get();
+  c.reportFd = rep->write.get();
+  c.goFd = go->read.get();
+  c.channelFd = channelChild.get();
+  c.stdinFd = req.stdinFd;
+  c.stdoutFd = out->write.get();
+  c.stderrFd = err->write.get();
+  c.placement = place;
+  c.spin = spin;
+  c.earlyCommand = earlyCommand;
+  c.ipcUtsHanded = ipcUtsHanded;
+  const bool initInCgroup = !shared || s.commandIsPid1;
+  if (shared) {
+    c.sharedStackBottom = l.stack.bottom();
+    c.commandCgroupFd = initInCgroup ? -1 : req.cloneIntoCgroupFd;
+  }
+
   self->t0_ = monotonicS();
-  int pidfd = -1;
-  clone_args args{};
+  clone_args& args = l.args;
   args.flags = cloneFlags(req.spec->mountTemplate) | CLONE_PIDFD;
-  if (req.cloneIntoCgroupFd >= 0) {
+  if (req.cloneIntoCgroupFd >= 0 && initInCgroup) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(req.cloneIntoCgroupFd);
   }
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.pidfd = reinterpret_cast<uint64_t>(&l.pidfd);
   args.exit_signal = SIGCHLD;
-  long pid = ::syscall(SYS_clone3, &args, sizeof(args));
-  int cloneErr = errno;
-  if (pid > 0 && place.restoreCpus) (void)::sched_setaffinity(static_cast<pid_t>(pid), sizeof(others), &others);
-  if (pid < 0) return errnoError("clone3(new pid and mount namespaces)", cloneErr);
-  if (pid == 0) {
-    ContainContext c;
-    c.spec = req.spec;
-    c.outsideUid = req.outsideUid;
-    c.outsideGid = req.outsideGid;
-    c.devices = req.devices;
-    c.lifelineFd = lifeline->read.get();
-    c.reportFd = rep->write.get();
-    c.goFd = go->read.get();
-    c.channelFd = channelChild.get();
-    c.stdinFd = req.stdinFd;
-    c.stdoutFd = out->write.get();
-    c.stderrFd = err->write.get();
-    c.placement = place;
-    c.spin = spin;
-    c.earlyCommand = earlyCommand;
-    c.ipcUtsHanded = ipcUtsHanded;
-    runSandboxInit(c);
+  long pid;
+  if (shared) {
+    args.flags |= CLONE_VM;
+    args.stack = reinterpret_cast<uint64_t>(l.stack.bottom());
+    args.stack_size = l.stack.size();
+    // akabox waits while the lending thread clones the init: the thread then runs on
+    // akabox's CPU at once instead of queueing behind the namespace thread on another, and
+    // moves the init off akabox's CPU right after clone3, as below. Its signals are all
+    // blocked (they are for akabox's main thread), and so are the init's, which also inherits
+    // akabox's SCHED_BATCH; the command unblocks its own (contain.cc).
+    l.moveInit = place.restoreCpus;
+    l.initCpus = others;
+    pthread_attr_t attr;
+    if (int e = ::pthread_attr_init(&attr); e != 0) return errnoError("pthread_attr_init", e);
+    (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few calls deep
+    (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigset_t every, old;
+    sigfillset(&every);
+    ::pthread_sigmask(SIG_SETMASK, &every, &old);
+    pthread_t thread;
+    const int e = ::pthread_create(&thread, &attr, &lendToInit, &l);
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    ::pthread_attr_destroy(&attr);
+    if (e != 0) return errnoError("pthread_create (the thread that starts the sandbox's init)", e);
+    while (__atomic_load_n(&l.ready, __ATOMIC_ACQUIRE) == 0)
+      (void)::syscall(SYS_futex, &l.ready, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+    pid = l.result;
+    if (pid < 0) return errnoError("clone3(new pid and mount namespaces)", static_cast<int>(-pid));
+  } else {
+    pid = ::syscall(SYS_clone3, &args, sizeof(args));
+    int cloneErr = errno;
+    if (pid > 0 && place.restoreCpus) (void)::sched_setaffinity(static_cast<pid_t>(pid), sizeof(others), &others);
+    if (pid < 0) return errnoError("clone3(new pid and mount namespaces)", cloneErr);
+    if (pid == 0) runSandboxInit(c);
   }
+  const int pidfd = l.pidfd;
   self->pid_ = static_cast<pid_t>(pid);
   self->pidFd_.reset(pidfd);
   self->lifeline_ = std::move(lifeline->write);

@@ -27,6 +27,7 @@
 namespace akad::box {
 
 struct EntryMessage;  // contain.h
+struct InitLaunch;    // subproc.cc
 
 struct SpawnRequest {
   const SandboxSpec* spec = nullptr;
@@ -124,6 +125,7 @@ class SandboxInit {
   void killAndReap();
   Status sendEntry(const EntryMessage& m, const std::vector<int>& fds, const std::string& filter);
   SpawnRequest req_;
+  std::unique_ptr<InitLaunch> launch_;  // what the init runs from, while it runs
   const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
   pid_t pid_ = -1;
   bool reaped_ = false;

@@ -446,6 +446,20 @@ TEST_F(BoxTest, MemoryHogIsReportedAsOom) {
   EXPECT_LE(peak, 64ull << 20);
 }
 
+// The init may share akabox's memory (sandbox/shared_clone.h); an OOM killer that chose it
+// would kill akabox with it, and the run would end without a result and with its cgroup left
+// behind. So it stays out of the sandbox's cgroup. Here the memory goes into a tmpfs file that
+// no process maps, so every process of the sandbox is smaller than the init would count
+// (akabox's memory): inside the cgroup, the init would be the OOM killer's choice.
+TEST_F(BoxTest, AnOomNoProcessHoldsLeavesTheInitAlone) {
+  BoxRun r = run({"--memory", "32M", "--tmpfs", "/tmp:128M"},
+                 {"/bin/sh", "-c", "head -c 100000000 /dev/zero > /tmp/fill; echo after=$?"});
+  ASSERT_TRUE(r.result.is_object()) << "akabox exited " << r.exitStatus << " without a result: " << r.err;
+  EXPECT_EQ(r.result["status"], "oom") << r.result.dump();
+  EXPECT_TRUE(r.result["oom_killed"].get<bool>());
+  EXPECT_NE(r.exitStatus, 125) << r.result.dump();
+}
+
 TEST_F(BoxTest, ForkBombStopsAtPidsLimit) {
   BoxRun r = run({"--pids", "16"}, {probe(), "forkbomb", "500"});
   EXPECT_EQ(r.exitStatus, 0) << r.err;
