@@ -460,6 +460,29 @@ TEST_F(BoxTest, AnOomNoProcessHoldsLeavesTheInitAlone) {
   EXPECT_NE(r.exitStatus, 125) << r.result.dump();
 }
 
+// With command_is_pid1 the init execs the command itself: it is pid 1, and it is the one
+// process that joins the sandbox's cgroup before its set-up (the init otherwise stays out of
+// it), so the cgroup namespace is rooted there too.
+TEST_F(BoxTest, ACommandThatIsPid1IsInTheSandboxsCgroup) {
+  const std::string spec = tmp_ + "/pid1.json";
+  {
+    std::ofstream out(spec);
+    out << R"({"command_is_pid1": true, "memory": "64M"})";
+  }
+  BoxRun r = run({"--spec", spec}, {"/bin/sh", "-c", "echo pid=$$; cat /proc/self/cgroup; exit 7"});
+  EXPECT_EQ(r.exitStatus, 7) << r.err;
+  EXPECT_EQ(r.result["status"], "exited") << r.result.dump();
+  EXPECT_EQ(value(r.out, "pid"), "1") << r.out;
+  std::istringstream lines(r.out);
+  int cgroupLines = 0;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("pid=", 0) == 0) continue;
+    ++cgroupLines;
+    EXPECT_EQ(l.substr(l.rfind(':')), ":/") << "not at its cgroup namespace's root: " << l;
+  }
+  EXPECT_GT(cgroupLines, 0) << r.out;
+}
+
 TEST_F(BoxTest, ForkBombStopsAtPidsLimit) {
   BoxRun r = run({"--pids", "16"}, {probe(), "forkbomb", "500"});
   EXPECT_EQ(r.exitStatus, 0) << r.err;
