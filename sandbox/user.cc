@@ -28,8 +28,9 @@ Status writeProcSelf(int procFd, const char* file, const std::string& text) {
 Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid, int procFd) {
   // The system calls themselves, not glibc's wrappers: those apply the change to every thread
   // glibc knows of, and the sandbox's processes come from a raw clone3 of akabox, whose
-  // network-namespace thread (net.h) is still on glibc's list there but does not exist; the
-  // wrapper would wait for it for ever. This process has one thread, so the call is enough.
+  // threads (net.h, subproc.cc) are on glibc's list there but are not threads of this process
+  // (in a copy of akabox's memory they do not exist, in akabox's own they are akabox's); the
+  // wrapper would wait for them for ever. This process has one thread, so the call is enough.
   if (::syscall(SYS_setgroups, 0, nullptr) != 0) return errnoError("setgroups(0) (clearing supplementary groups)");
   if (::syscall(SYS_setresgid, outGid, outGid, outGid) != 0) return errnoError("setresgid(" + std::to_string(outGid) + ")");
   if (::syscall(SYS_setresuid, outUid, outUid, outUid) != 0) return errnoError("setresuid(" + std::to_string(outUid) + ")");
