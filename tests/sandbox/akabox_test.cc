@@ -483,6 +483,57 @@ TEST_F(BoxTest, ACommandThatIsPid1IsInTheSandboxsCgroup) {
   EXPECT_GT(cgroupLines, 0) << r.out;
 }
 
+// Waits (up to 5 s) until the command's stdout has `word`.
+bool outputShows(const std::string& stdoutPath, const std::string& word) {
+  for (int i = 0; i < 500; ++i) {
+    if (readAll(stdoutPath).find(word) != std::string::npos) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
+// SIGTERM to akabox (SIGINT and SIGHUP alike) cancels the sandbox: all of it is killed, its
+// cgroup removed (the fixture checks that nothing is left), and the result says why.
+TEST_F(BoxTest, AkaboxStoppedWithSigtermKillsTheSandboxAndSaysSo) {
+  const pid_t box = start({}, {"/bin/sh", "-c", "echo started; exec sleep 30"});
+  ASSERT_TRUE(outputShows(tmp_ + "/stdout", "started")) << readAll(tmp_ + "/stderr");
+  ::kill(box, SIGTERM);
+  BoxRun r = finish(box);
+  EXPECT_EQ(r.result["status"], "signaled") << r.result.dump();
+  EXPECT_EQ(r.result["signal"], SIGKILL) << r.result.dump();
+  EXPECT_LT(r.result["wall_s"].get<double>(), 10.0);
+  EXPECT_NE(r.result["message"].get<std::string>().find("stopped by signal 15"), std::string::npos) << r.result.dump();
+}
+
+// akabox killed outright cannot clean up, but the sandbox does not outlive it: the init's
+// parent-death signal kills it, and the pid namespace with it. The cgroup stays behind for
+// `akabox cleanup` (akad runs that at its start).
+TEST_F(BoxTest, KillingAkaboxKillsTheSandbox) {
+  const pid_t box = start({}, {"/bin/sh", "-c", "echo started; exec sleep 30"});
+  ASSERT_TRUE(outputShows(tmp_ + "/stdout", "started")) << readAll(tmp_ + "/stderr");
+  ::kill(box, SIGKILL);
+  BoxRun r = finish(box, false);
+  EXPECT_EQ(r.exitStatus, 128 + SIGKILL);
+  auto inSandbox = [&] {
+    int n = 0;
+    DIR* proc = ::opendir("/proc");
+    while (dirent* e = ::readdir(proc))
+      if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+          readAll(std::string("/proc/") + e->d_name + "/cgroup").find("/" + parent_ + "/") != std::string::npos)
+        ++n;
+    ::closedir(proc);
+    return n;
+  };
+  int left = inSandbox();
+  for (int i = 0; i < 500 && left > 0; ++i) {  // the kernel kills asynchronously: up to 5 s
+    ::usleep(10000);
+    left = inSandbox();
+  }
+  EXPECT_EQ(left, 0) << "processes of the sandbox outlived akabox";
+  const std::string cleanup = "'" + akaboxBin() + "' cleanup --cgroup-parent '" + parent_ + "' 2>/dev/null";
+  EXPECT_EQ(std::system(cleanup.c_str()), 0);
+}
+
 TEST_F(BoxTest, ForkBombStopsAtPidsLimit) {
   BoxRun r = run({"--pids", "16"}, {probe(), "forkbomb", "500"});
   EXPECT_EQ(r.exitStatus, 0) << r.err;

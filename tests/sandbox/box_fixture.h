@@ -105,6 +105,11 @@ class BoxTest : public ::testing::Test {
 
   // akabox run --cgroup-parent P --result R --stdout O --stderr E --bind probes <args> -- <cmd>
   BoxRun run(const std::vector<std::string>& args, const std::vector<std::string>& cmd, int inheritFd = -1) {
+    return finish(start(args, cmd, inheritFd));
+  }
+
+  // The same, started without waiting: finish() waits for it and reads what it left.
+  pid_t start(const std::vector<std::string>& args, const std::vector<std::string>& cmd, int inheritFd = -1) {
     std::vector<std::string> argv = {akaboxBin(), "run", "--cgroup-parent", parent_, "--result", tmp_ + "/result.json",
                                      "--stdout", tmp_ + "/stdout", "--stderr", tmp_ + "/stderr",
                                      "--bind", probeDir() + ":/probes"};
@@ -126,6 +131,10 @@ class BoxTest : public ::testing::Test {
       ::execv(cargv[0], cargv.data());
       ::_exit(126);
     }
+    return pid;
+  }
+
+  BoxRun finish(pid_t pid, bool expectResult = true) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     BoxRun r;
@@ -134,7 +143,7 @@ class BoxTest : public ::testing::Test {
     r.result = nlohmann::json::parse(text, nullptr, false);
     r.out = readAll(tmp_ + "/stdout");
     r.err = readAll(tmp_ + "/stderr");
-    EXPECT_FALSE(r.result.is_discarded()) << "no result JSON; stderr: " << r.err;
+    if (expectResult) EXPECT_FALSE(r.result.is_discarded()) << "no result JSON; stderr: " << r.err;
     return r;
   }
 
