@@ -19,7 +19,7 @@ asm(R"(
 akabox_clone3_on_stack:
   mov %rdx, %r8
   mov %rcx, %r9
-  mov $)" "435" R"(, %eax
+  mov $435, %eax
   syscall
   test %rax, %rax
   jz 1f
@@ -29,7 +29,7 @@ akabox_clone3_on_stack:
   mov %r9, %rdi
   call *%r8
   mov %eax, %edi
-  mov $)" "60" R"(, %eax
+  mov $60, %eax
   syscall
   hlt
   .size akabox_clone3_on_stack, .-akabox_clone3_on_stack

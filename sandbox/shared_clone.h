@@ -22,6 +22,7 @@
 
 #include <linux/sched.h>
 
+#include <cerrno>
 #include <cstddef>
 
 namespace akad::box {
@@ -48,7 +49,7 @@ inline long rawSyscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, 
   return ret;
 #else
   (void)nr, (void)a, (void)b, (void)c, (void)d, (void)e;
-  return -38;  // ENOSYS: not used where kCanShareMemory is false
+  return -ENOSYS;  // not used where kCanShareMemory is false
 #endif
 }
 
