@@ -2,7 +2,9 @@
 // CPU placement, clock and busy-wait helpers for the spawn path (subproc.cc, "Placement";
 // subproc.h's spinningPays()).
 
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <time.h>
 
 namespace akad::box {
@@ -17,6 +19,28 @@ inline bool cpusBesidesThisOne(cpu_set_t& all, cpu_set_t& others) {
   others = all;
   CPU_CLR(here, &others);
   return true;
+}
+
+// Starts one of akabox's helper threads (the namespace thread, the one that lends the init
+// its thread-local state, the one that drops the mount namespace), detached, with a 64 KiB
+// stack (their work is a few system calls deep) and every signal blocked (signals are for
+// akabox's main thread). With `offThisCpu`, on the caller's CPUs but the one it runs on
+// (subproc.cc, "Placement"). 0, or the error number.
+inline int startHelperThread(void* (*fn)(void*), void* arg, bool offThisCpu) {
+  pthread_attr_t attr;
+  if (int rc = ::pthread_attr_init(&attr); rc != 0) return rc;
+  (void)::pthread_attr_setstacksize(&attr, 64 * 1024);
+  (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  cpu_set_t all, others;
+  if (offThisCpu && cpusBesidesThisOne(all, others)) (void)::pthread_attr_setaffinity_np(&attr, sizeof(others), &others);
+  sigset_t every, old;
+  sigfillset(&every);
+  ::pthread_sigmask(SIG_SETMASK, &every, &old);
+  pthread_t thread;
+  const int rc = ::pthread_create(&thread, &attr, fn, arg);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::pthread_attr_destroy(&attr);
+  return rc;
 }
 
 // CLOCK_MONOTONIC in seconds.

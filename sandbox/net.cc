@@ -80,21 +80,9 @@ void NetworkNamespaceMaker::waitFor(int& word, bool spin) {
 }
 
 Status NetworkNamespaceMaker::start() {
-  pthread_attr_t attr;
-  if (int rc = ::pthread_attr_init(&attr); rc != 0) return errnoError("pthread_attr_init", rc);
-  (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few system calls deep
-  (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   // Off akabox's CPU, where a new thread would otherwise start and stay on a scheduler that
   // packs tasks (subproc.cc, "Placement"): it would only take turns with akabox.
-  cpu_set_t mine, others;
-  if (cpusBesidesThisOne(mine, others)) (void)::pthread_attr_setaffinity_np(&attr, sizeof(others), &others);
-  sigset_t all, old;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t thread;
-  int rc = ::pthread_create(&thread, &attr, &NetworkNamespaceMaker::run, this);
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ::pthread_attr_destroy(&attr);
+  const int rc = startHelperThread(&NetworkNamespaceMaker::run, this, true);
   if (rc != 0) return errnoError("pthread_create (network namespace)", rc);
   running_ = true;
   return {};

@@ -155,24 +155,12 @@ void releaseMountNamespaceWhenDone(pid_t initPid, int initPidFd, NetworkNamespac
     (void)done.release();
     return;
   }
-  pthread_attr_t attr;
-  if (::pthread_attr_init(&attr) != 0) return;
-  (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few system calls deep
-  (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   // Off akabox's CPU: woken there, the thread would wait behind akabox's accounting (both
   // are SCHED_BATCH) and do the teardown in akabox's exit after all, while the CPU the
   // init left idles.
-  cpu_set_t all, others;
-  if (cpusBesidesThisOne(all, others)) (void)::pthread_attr_setaffinity_np(&attr, sizeof(others), &others);
-  sigset_t every, old;
-  sigfillset(&every);
-  ::pthread_sigmask(SIG_SETMASK, &every, &old);  // signals are for akabox's main thread
   const uintptr_t packed = static_cast<uintptr_t>(static_cast<uint32_t>(ns.get())) |
                            (static_cast<uintptr_t>(static_cast<uint32_t>(done.get())) << 32);
-  pthread_t thread;
-  const bool started = ::pthread_create(&thread, &attr, &dropMountNamespace, reinterpret_cast<void*>(packed)) == 0;
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ::pthread_attr_destroy(&attr);
+  const bool started = startHelperThread(&dropMountNamespace, reinterpret_cast<void*>(packed), true) == 0;
   // The thread owns them now; without a thread they close here, and the init's exit does
   // the work as before.
   if (started) {
@@ -325,21 +313,11 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     // akabox waits while the lending thread clones the init: the thread then runs on
     // akabox's CPU at once instead of queueing behind the namespace thread on another, and
     // moves the init off akabox's CPU right after clone3, as below. Its signals are all
-    // blocked (they are for akabox's main thread), and so are the init's, which also inherits
-    // akabox's SCHED_BATCH; the command unblocks its own (contain.cc).
+    // blocked, and so are the init's, which also inherits akabox's SCHED_BATCH; the command
+    // unblocks its own (contain.cc).
     l.moveInit = place.restoreCpus;
     l.initCpus = others;
-    pthread_attr_t attr;
-    if (int e = ::pthread_attr_init(&attr); e != 0) return errnoError("pthread_attr_init", e);
-    (void)::pthread_attr_setstacksize(&attr, 64 * 1024);  // a few calls deep
-    (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigset_t every, old;
-    sigfillset(&every);
-    ::pthread_sigmask(SIG_SETMASK, &every, &old);
-    pthread_t thread;
-    const int e = ::pthread_create(&thread, &attr, &lendToInit, &l);
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    ::pthread_attr_destroy(&attr);
+    const int e = startHelperThread(&lendToInit, &l, false);
     if (e != 0) return errnoError("pthread_create (the thread that starts the sandbox's init)", e);
     while (__atomic_load_n(&l.ready, __ATOMIC_ACQUIRE) == 0)
       (void)::syscall(SYS_futex, &l.ready, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
