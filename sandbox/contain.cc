@@ -515,7 +515,7 @@ pid_t startSharedCommand(const ContainContext& c, Entry& entry, bool pinned) {
   Entry entry = receive();
   if (c.ipcUtsHanded && !entry.ipcUts) must(c, Error{"akabox sent no ipc and uts namespaces"}, "waiting for akabox");
   // An init that shares akabox's memory leaves the cgroup to the command (contain.h).
-  const bool initInCgroup = !c.sharedStackBottom || s.commandIsPid1;
+  const bool initInCgroup = initJoinsCgroup(c);
   must(c, enterPrepared(entry, s.hostname, initInCgroup), "entering the sandbox's namespaces and cgroup");
   // Only now, inside the sandbox's cgroup, does a new cgroup namespace root itself there.
   if (initInCgroup) must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");

@@ -120,6 +120,10 @@ struct ContainContext {
   int commandCgroupFd = -1;
 };
 
+// Whether the init itself joins the sandbox's cgroup (and roots the cgroup namespace there):
+// when it has memory of its own, or when it is the command (contain.h's ContainContext).
+inline bool initJoinsCgroup(const ContainContext& c) { return !c.sharedStackBottom || c.spec->commandIsPid1; }
+
 // pid 1 of the sandbox: sets up, forks the command, reaps, reports the command's status.
 [[noreturn]] void runSandboxInit(const ContainContext& c);
 

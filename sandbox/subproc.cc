@@ -290,11 +290,9 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   c.spin = spin;
   c.earlyCommand = earlyCommand;
   c.ipcUtsHanded = ipcUtsHanded;
-  const bool initInCgroup = !shared || s.commandIsPid1;
-  if (shared) {
-    c.sharedStackBottom = l.stack.bottom();
-    c.commandCgroupFd = initInCgroup ? -1 : req.cloneIntoCgroupFd;
-  }
+  if (shared) c.sharedStackBottom = l.stack.bottom();
+  const bool initInCgroup = initJoinsCgroup(c);
+  if (!initInCgroup) c.commandCgroupFd = req.cloneIntoCgroupFd;
 
   self->t0_ = monotonicS();
   clone_args& args = l.args;
