@@ -514,22 +514,12 @@ TEST_F(BoxTest, KillingAkaboxKillsTheSandbox) {
   ::kill(box, SIGKILL);
   BoxRun r = finish(box, false);
   EXPECT_EQ(r.exitStatus, 128 + SIGKILL);
-  auto inSandbox = [&] {
-    int n = 0;
-    DIR* proc = ::opendir("/proc");
-    while (dirent* e = ::readdir(proc))
-      if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
-          readAll(std::string("/proc/") + e->d_name + "/cgroup").find("/" + parent_ + "/") != std::string::npos)
-        ++n;
-    ::closedir(proc);
-    return n;
-  };
-  int left = inSandbox();
+  size_t left = processesInSandboxCgroups().size();
   for (int i = 0; i < 500 && left > 0; ++i) {  // the kernel kills asynchronously: up to 5 s
     ::usleep(10000);
-    left = inSandbox();
+    left = processesInSandboxCgroups().size();
   }
-  EXPECT_EQ(left, 0) << "processes of the sandbox outlived akabox";
+  EXPECT_EQ(left, 0u) << "processes of the sandbox outlived akabox";
   const std::string cleanup = "'" + akaboxBin() + "' cleanup --cgroup-parent '" + parent_ + "' 2>/dev/null";
   EXPECT_EQ(std::system(cleanup.c_str()), 0);
 }

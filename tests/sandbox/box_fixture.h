@@ -143,7 +143,9 @@ class BoxTest : public ::testing::Test {
     r.result = nlohmann::json::parse(text, nullptr, false);
     r.out = readAll(tmp_ + "/stdout");
     r.err = readAll(tmp_ + "/stderr");
-    if (expectResult) EXPECT_FALSE(r.result.is_discarded()) << "no result JSON; stderr: " << r.err;
+    if (expectResult) {
+      EXPECT_FALSE(r.result.is_discarded()) << "no result JSON; stderr: " << r.err;
+    }
     return r;
   }
 
@@ -174,6 +176,25 @@ class BoxTest : public ::testing::Test {
   // Run in the forked child just before it execs akabox (e.g. to make a step fail on purpose).
   std::function<void()> inChild_;
 
+  static std::string cmdlineOf(const std::string& pid) {
+    std::string cmdline = readAll("/proc/" + pid + "/cmdline");
+    for (auto& c : cmdline) if (c == '\0') c = ' ';
+    return cmdline;
+  }
+
+  // "PID COMMAND LINE" of every process in one of this test's sandbox cgroups.
+  std::vector<std::string> processesInSandboxCgroups() const {
+    std::vector<std::string> found;
+    DIR* proc = ::opendir("/proc");
+    while (dirent* e = ::readdir(proc)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      if (readAll(std::string("/proc/") + e->d_name + "/cgroup").find("/" + parent_ + "/") != std::string::npos)
+        found.push_back(std::string(e->d_name) + " " + cmdlineOf(e->d_name));
+    }
+    ::closedir(proc);
+    return found;
+  }
+
   void expectNothingLeft() {
     for (const auto& d : cgroupParentDirs(parent_)) {
       DIR* dir = ::opendir(d.c_str());
@@ -184,14 +205,11 @@ class BoxTest : public ::testing::Test {
       }
       ::closedir(dir);
     }
+    for (const auto& p : processesInSandboxCgroups()) ADD_FAILURE() << "process left in the sandbox cgroup: " << p;
     DIR* proc = ::opendir("/proc");
     while (dirent* e = ::readdir(proc)) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      std::string base = std::string("/proc/") + e->d_name;
-      std::string cg = readAll(base + "/cgroup");
-      std::string cmdline = readAll(base + "/cmdline");
-      for (auto& c : cmdline) if (c == '\0') c = ' ';
-      if (cg.find("/" + parent_ + "/") != std::string::npos) ADD_FAILURE() << "process left in the sandbox cgroup: " << e->d_name << " " << cmdline;
+      std::string cmdline = cmdlineOf(e->d_name);
       if (cmdline.find(marker_) != std::string::npos && cmdline.find("rm -rf") == std::string::npos &&
           std::string(e->d_name) != std::to_string(::getpid()))
         ADD_FAILURE() << "process with the test marker left: " << e->d_name << " " << cmdline;
