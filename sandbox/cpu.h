@@ -2,10 +2,14 @@
 // CPU placement, clock and busy-wait helpers for the spawn path (subproc.cc, "Placement";
 // subproc.h's spinningPays()).
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 namespace akad::box {
 
@@ -22,14 +26,15 @@ inline bool cpusBesidesThisOne(cpu_set_t& all, cpu_set_t& others) {
 }
 
 // Starts one of akabox's helper threads (the namespace thread, the one that lends the init
-// its thread-local state, the one that drops the mount namespace), detached, with a 64 KiB
-// stack (their work is a few system calls deep) and every signal blocked (signals are for
-// akabox's main thread). With `offThisCpu`, on the caller's CPUs but the one it runs on
-// (subproc.cc, "Placement"). 0, or the error number.
-inline int startHelperThread(void* (*fn)(void*), void* arg, bool offThisCpu) {
+// its thread-local state, the one that drops the mount namespace, the mount thread),
+// detached, with a 64 KiB stack unless told otherwise (most of their work is a few system
+// calls deep) and every signal blocked (signals are for akabox's main thread). With
+// `offThisCpu`, on the caller's CPUs but the one it runs on (subproc.cc, "Placement"). 0, or
+// the error number.
+inline int startHelperThread(void* (*fn)(void*), void* arg, bool offThisCpu, size_t stackBytes = 64 * 1024) {
   pthread_attr_t attr;
   if (int rc = ::pthread_attr_init(&attr); rc != 0) return rc;
-  (void)::pthread_attr_setstacksize(&attr, 64 * 1024);
+  (void)::pthread_attr_setstacksize(&attr, stackBytes);
   (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   cpu_set_t all, others;
   if (offThisCpu && cpusBesidesThisOne(all, others)) (void)::pthread_attr_setaffinity_np(&attr, sizeof(others), &others);
@@ -57,6 +62,26 @@ inline void cpuRelax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+// A helper thread's word to akabox (a futex, 0 until set): set once, waking the waiter.
+inline void setWordAndWake(int& word) {
+  __atomic_store_n(&word, 1, __ATOMIC_RELEASE);
+  ::syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+// Waits until `word` is set. With `spin`, it polls for up to a millisecond first (subproc.h's
+// spinningPays()).
+inline void waitForWord(int& word, bool spin) {
+  if (spin) {
+    const double until = monotonicS() + 0.001;
+    for (int i = 0; __atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0; ++i) {
+      cpuRelax();
+      if ((i & 63) == 0 && monotonicS() >= until) break;
+    }
+  }
+  while (__atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0)
+    ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
 }
 
 }  // namespace akad::box

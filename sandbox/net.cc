@@ -41,11 +41,6 @@ const char* bringLoopbackUp() {
   return nullptr;
 }
 
-void setAndWake(int& word) {
-  __atomic_store_n(&word, 1, __ATOMIC_RELEASE);
-  ::syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
 constexpr int kDropJob = 1, kNoJob = 2;
 
 // pidfd_open's PIDFD_THREAD (Linux 6.9): a pidfd of one thread, not of its process. Newer
@@ -67,18 +62,6 @@ void NetworkNamespaceMaker::finish() {
   if (running_) postJob(kNoJob);
 }
 
-void NetworkNamespaceMaker::waitFor(int& word, bool spin) {
-  if (spin) {
-    const double until = monotonicS() + 0.001;
-    for (int i = 0; __atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0; ++i) {
-      cpuRelax();
-      if ((i & 63) == 0 && monotonicS() >= until) break;
-    }
-  }
-  while (__atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0)
-    ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
-}
-
 Status NetworkNamespaceMaker::start() {
   // Off akabox's CPU, where a new thread would otherwise start and stay on a scheduler that
   // packs tasks (subproc.cc, "Placement"): it would only take turns with akabox.
@@ -98,14 +81,14 @@ void* NetworkNamespaceMaker::run(void* arg) {
     self->failedStep_ = "unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)";
     self->err_ = errno;
   }
-  setAndWake(self->opened_);
+  setWordAndWake(self->opened_);
   if (made) {
     if (const char* loFailed = bringLoopbackUp()) {
       self->loFailedStep_ = loFailed;
       self->loErr_ = errno;
     }
   }
-  setAndWake(self->done_);
+  setWordAndWake(self->done_);
   // `self` may be gone from here on. The namespaces live as long as this thread: wait for
   // the last job.
   int state;
@@ -122,7 +105,7 @@ void* NetworkNamespaceMaker::run(void* arg) {
 }
 
 void NetworkNamespaceMaker::postJob(int state) {
-  waitFor(done_, false);  // job_ is published with done_
+  waitForWord(done_, false);  // job_ is published with done_
   __atomic_store_n(&job_->state, state, __ATOMIC_RELEASE);
   ::syscall(SYS_futex, &job_->state, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
   running_ = false;  // the thread is on its own now
@@ -130,7 +113,7 @@ void NetworkNamespaceMaker::postJob(int state) {
 
 bool NetworkNamespaceMaker::lastJob(int ns, int done) {
   if (!running_) return false;
-  waitFor(done_, false);
+  waitForWord(done_, false);
   job_->ns = ns;
   job_->done = done;
   postJob(kDropJob);
@@ -161,7 +144,7 @@ Result<SandboxNamespaces> NetworkNamespaceMaker::take(bool spin) {
   // The pidfd while the thread works, if its id is out already (it is its first step).
   const int tid = __atomic_load_n(&tid_, __ATOMIC_ACQUIRE);
   if (tid > 0) ns.task.reset(static_cast<int>(::syscall(SYS_pidfd_open, tid, kPidfdThread)));
-  waitFor(opened_, spin);
+  waitForWord(opened_, spin);
   if (failedStep_) return errnoError(std::string("network namespace: ") + failedStep_, err_);
   if (!ns.task.valid()) ns.task.reset(static_cast<int>(::syscall(SYS_pidfd_open, tid_, kPidfdThread)));
   if (ns.task.valid()) return ns;
@@ -176,7 +159,7 @@ Result<SandboxNamespaces> NetworkNamespaceMaker::take(bool spin) {
 
 Status NetworkNamespaceMaker::loopbackUp(bool spin) {
   if (!running_) return {};
-  waitFor(done_, spin);
+  waitForWord(done_, spin);
   if (loFailedStep_) return errnoError(std::string("network namespace: ") + loFailedStep_, loErr_);
   return {};
 }

@@ -72,8 +72,6 @@ class NetworkNamespaceMaker {
 
  private:
   static void* run(void* self);
-  // Waits until `word` (a futex) is set.
-  static void waitFor(int& word, bool spin);
   // Posts the thread's job (kDropJob or kNoJob, net.cc) and wakes it; then the thread is on
   // its own.
   void postJob(int job);
