@@ -63,7 +63,7 @@ Status checkParentAlive(int lifelineFd) {
 
 // What akabox prepared while the init started (an EntryMessage's descriptors and filter).
 struct Entry {
-  UniqueFd mountTemplate;
+  UniqueFd mountNs;
   SandboxNamespaces ns;
   bool ipcUts = false;  // ns brings the ipc and uts namespaces too
   std::vector<UniqueFd> cgroupJoin;
@@ -104,10 +104,10 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from = "akabox"
   if (got < static_cast<ssize_t>(sizeof(m))) return Error{std::string(from) + " went away before releasing the sandbox"};
   std::vector<UniqueFd> fds = takeRights(msg);
   Entry e;
-  const size_t expected = static_cast<size_t>(m.hasMountTemplate + m.hasNsTask + m.hasNetns + 2 * m.hasIpcUts + m.cgroupJoinCount);
+  const size_t expected = static_cast<size_t>(m.hasMountNs + m.hasNsTask + m.hasNetns + 2 * m.hasIpcUts + m.cgroupJoinCount);
   size_t i = 0;
   auto next = [&] { return i < fds.size() ? std::move(fds[i++]) : UniqueFd(); };
-  if (m.hasMountTemplate) e.mountTemplate = next();
+  if (m.hasMountNs) e.mountNs = next();
   if (m.hasNsTask) e.ns.task = next();
   if (m.hasNetns) e.ns.net = next();
   if (m.hasIpcUts) {
@@ -458,10 +458,11 @@ pid_t startSharedCommand(const ContainContext& c, Entry& entry, bool pinned) {
   // `rooted` runs once the init's root is the sandbox's new root; only the build calls it (the
   // early command, its one user, never has a template).
   auto buildMounts = [&](const std::function<void()>& rooted) {
-    if (s.mountTemplate) {
+    if (c.mountNsHanded) {
       Entry t = receive();
-      if (!t.mountTemplate.valid()) must(c, Error{"akabox sent no mount template"}, "waiting for akabox");
-      must(c, enterMountTemplate(s, c.devices, t.mountTemplate.get()), "mount namespace (template)");
+      if (!t.mountNs.valid()) must(c, Error{"akabox sent no mount namespace"}, "waiting for akabox");
+      if (s.mountTemplate) must(c, enterMountTemplate(s, c.devices, t.mountNs.get()), "mount namespace (template)");
+      else must(c, enterBuiltMountNamespace(t.mountNs.get()), "mount namespace");
     } else {
       must(c, buildMountNamespace(s, c.devices, rooted), "mount namespace");
     }

@@ -28,15 +28,15 @@ struct ReportMessage {
 };
 
 // The message that releases the init (subproc.h's SandboxInit::release), sent over the
-// channel with the descriptors attached in this order: the mount template if
-// hasMountTemplate; a pidfd of the task whose namespaces the init enters if hasNsTask (akabox's
+// channel with the descriptors attached in this order: a mount namespace if hasMountNs (a
+// template's, or the one akabox's mount thread built); a pidfd of the task whose namespaces the init enters if hasNsTask (akabox's
 // namespace thread, net.h: its network namespace, and with nsTaskIpcUts its ipc and uts
 // namespaces too); else the network namespace's file if hasNetns and the ipc and uts
 // namespaces' files if hasIpcUts; then cgroupJoinCount cgroup `tasks` files. policyBytes
 // bytes follow the struct: the seccomp filter the command installs
 // (SeccompPolicy::serialize), or none.
 struct EntryMessage {
-  uint8_t hasMountTemplate = 0;
+  uint8_t hasMountNs = 0;
   uint8_t hasNsTask = 0;
   uint8_t nsTaskIpcUts = 0;
   uint8_t hasNetns = 0;
@@ -118,6 +118,11 @@ struct ContainContext {
   // writing itself into the `tasks` files on v1.
   void* sharedStackBottom = nullptr;
   int commandCgroupFd = -1;
+  // The mount namespace comes from akabox before the release (SandboxInit::handMountNamespace):
+  // the template's, which the init copies, or, without a template, the one akabox's mount
+  // thread built, which it enters and where it mounts /proc (mnt_thread.h). The init is born
+  // without a mount namespace of its own then.
+  bool mountNsHanded = false;
 };
 
 // Whether the init itself joins the sandbox's cgroup (and roots the cgroup namespace there):

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -256,8 +257,28 @@ std::vector<std::string> perSandboxBindSources(const SandboxSpec& spec, const st
   return out;
 }
 
+namespace {
+// A fresh proc for the new pid namespace: the sandbox sees its own processes only.
+Status mountProc() { return sysMount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); }
+}  // namespace
+
+Status enterBuiltMountNamespace(int nsFd) {
+  if (::setns(nsFd, CLONE_NEWNS) != 0) return errnoError("setns(the sandbox's mount namespace)");
+  if (::chdir("/") != 0) return errnoError("chdir(/) in the sandbox's mount namespace");
+  return mountProc();
+}
+
+bool mountsUnderProc(const SandboxSpec& spec) {
+  auto under = [](const std::string& dst) { return dst == "/proc" || dst.rfind("/proc/", 0) == 0; };
+  for (const auto& b : spec.binds)
+    if (under(b.dst)) return true;
+  for (const auto& t : spec.tmpfs)
+    if (under(t.dst)) return true;
+  return false;
+}
+
 Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind,
-                       bool staticDevMade) {
+                       bool staticDevMade, bool proc) {
   if (!staticDevMade)
     if (auto st = makeStaticDev(devices); !st) return st;
   if (auto st = sysMount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !st) return st;
@@ -265,8 +286,8 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
   for (const auto& d : devices)
     if (auto st = bind(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
   if (auto st = makeDirs("/proc"); !st) return st;
-  // A fresh proc for the new pid namespace: the sandbox sees its own processes only.
-  if (auto st = sysMount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !st) return st;
+  if (proc)
+    if (auto st = mountProc(); !st) return st;
   if (auto st = mountTmpfs("/tmp", 0); !st) return st;
   for (const auto& t : spec.tmpfs)
     if (auto st = mountTmpfs(t.dst, t.sizeBytes); !st) return st;
@@ -278,9 +299,9 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
 }
 
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
-                           const std::function<void()>& rooted) {
+                           const std::function<void()>& rooted, bool proc) {
   if (auto st = pivotToStaticRoot(spec, rooted); !st) return st;
-  if (auto st = mountPerSandbox(spec, devices, bindMount, false); !st) return st;
+  if (auto st = mountPerSandbox(spec, devices, bindMount, false, proc); !st) return st;
   if (auto st = detachOldRoot(); !st) return st;
   return sysMount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
 }

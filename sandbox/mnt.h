@@ -13,10 +13,17 @@
 
 namespace akad::box {
 
-// Runs in the init (pid 1, real root) of fresh mount and pid namespaces. `rooted` runs once
-// the process's root is the sandbox's new root (still empty).
+// Runs in the init (pid 1, real root) of fresh mount and pid namespaces, or with `proc` false
+// on akabox's mount thread (mnt_thread.h), in a mount namespace of the thread's own outside the
+// sandbox's pid namespace: then /proc's mount is left to the init. `rooted` runs once the
+// process's root is the sandbox's new root (still empty).
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
-                           const std::function<void()>& rooted = {});
+                           const std::function<void()>& rooted = {}, bool proc = true);
+// In the init: enters a namespace that buildMountNamespace made without /proc, and mounts it.
+Status enterBuiltMountNamespace(int nsFd);
+// Whether the spec mounts anything on or under /proc, which only a build that mounts /proc
+// before those mounts gets right.
+bool mountsUnderProc(const SandboxSpec& spec);
 
 // The pieces, shared with the kept templates (mnt_template.h).
 //
@@ -33,10 +40,10 @@ Status detachOldRoot();
 // it has nothing a sandbox writes to (/dev/shm and /dev/pts are mounted per sandbox).
 Status makeStaticDev(const std::vector<DevicePassthrough>& devices);
 // What every sandbox gets fresh, in this order: /dev (makeStaticDev, unless staticDevMade),
-// its own devpts and /dev/shm, the devices, /proc, /tmp, the spec's tmpfs mounts, the
-// workspace, the spec's binds.
+// its own devpts and /dev/shm, the devices, /proc (its directory only, without `proc`), /tmp,
+// the spec's tmpfs mounts, the workspace, the spec's binds.
 Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind,
-                       bool staticDevMade);
+                       bool staticDevMade, bool proc = true);
 // The host paths pivotToStaticRoot copies or binds (or the prepared root itself).
 std::vector<std::string> staticRootHostPaths(const SandboxSpec& spec);
 // The host paths mountPerSandbox binds, in the order it binds them.

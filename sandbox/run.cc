@@ -10,6 +10,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/mnt_template.h"
+#include "sandbox/mnt_thread.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/subproc.h"
@@ -47,8 +48,8 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
                                   std::optional<CgroupVersion>& version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy,
-                                  SandboxInit& init, NetworkNamespaceMaker& netns, bool lastTemplate,
-                                  bool& staleTemplate) {
+                                  SandboxInit& init, NetworkNamespaceMaker& netns, MountNamespaceThread& mountThread,
+                                  bool lastTemplate, bool& staleTemplate) {
   // The template this layout used last, at once, and the check that it is still current
   // below, before the release; or the checked one, built first if need be.
   LastMountTemplate last = spec.mountTemplate && lastTemplate ? openLastMountTemplate(spec, devices) : LastMountTemplate{};
@@ -61,7 +62,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
       if (!t) return t.error();
       fd = std::move(*t);
     }
-    if (auto st = init.handMountTemplate(std::move(fd)); !st) return st.error();
+    if (auto st = init.handMountNamespace(std::move(fd)); !st) return st.error();
   }
   std::vector<cgroupfs::Mount> mounts;
   if (!version) {
@@ -83,6 +84,13 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd.valid()) return Error{what + errnoError("cannot open '" + f + "'").message};
     entry.cgroupJoin.push_back(std::move(fd));
+  }
+  // Without a template, the mount thread's namespace, as soon as akabox's own share is done
+  // (the thread started before clone3).
+  if (mountThread.running()) {
+    auto ns = mountThread.take(spinningPays());
+    if (!ns) return ns.error();
+    if (auto st = init.handMountNamespace(std::move(*ns)); !st) return st.error();
   }
   // The template taken at once must be the current one, checked while the thread may still
   // be at the namespaces. If not, the attempt is dropped: the init is killed and reaped and
@@ -124,6 +132,11 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
     limits.allowedDevices.push_back(d->rule);
     devices.push_back(*d);
   }
+  // Without a template the mount namespace is built on a thread from here on (mnt_thread.h),
+  // beside the rest of akabox's set-up, clone3 and the init's start.
+  MountNamespaceThread mountThread;
+  if (mountNamespaceOnThread(spec))
+    if (auto st = mountThread.start(spec, devices); !st) return setupFailure(st.error().message);
 
   // v2 starts the init inside its cgroup (clone3's CLONE_INTO_CGROUP), so on a v2 host the
   // version and the directory are settled before clone3. Elsewhere detection (which reads the
@@ -168,6 +181,7 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
   req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
   req.ipcUtsFromThread = spec.net == NetMode::None && netns.running();
   req.namespaceThread = req.ipcUtsFromThread ? &netns : nullptr;
+  req.mountNsFromThread = mountThread.running();
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
   auto init = SandboxInit::start(req);
@@ -175,7 +189,7 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
 
   // The init is making its namespaces now; prepare what it enters next.
   bool staleTemplate = false;
-  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns, lastTemplate, staleTemplate);
+  auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns, mountThread, lastTemplate, staleTemplate);
   if (!entry) return staleTemplate ? std::nullopt : std::optional(failedAfterStart(entry.error().message));
   if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
   // The limits bind the command, which execs only after go(): they are written while the

@@ -98,13 +98,14 @@ void* lendToInit(void* arg) {
   return nullptr;  // `stack` is unmapped on the way out
 }
 
-unsigned long cloneFlags(bool mountTemplate) {
-  // Only what must exist at birth: the pid namespace (the init is its pid 1) and, without a
-  // template, the mount namespace the init builds. The init unshares its ipc and uts
-  // namespaces itself, its cgroup namespace once it is inside its cgroup, and the command its
-  // user namespace (user.h says why); the network namespace comes from akabox's thread
-  // (net.h), and with a template the init copies the template's mount namespace.
-  return (mountTemplate ? 0 : CLONE_NEWNS) | CLONE_NEWPID;
+unsigned long cloneFlags(bool mountNsHanded) {
+  // Only what must exist at birth: the pid namespace (the init is its pid 1) and, where the
+  // init builds it, the mount namespace. The init unshares its ipc and uts namespaces itself,
+  // its cgroup namespace once it is inside its cgroup, and the command its user namespace
+  // (user.h says why); the network namespace comes from akabox's thread (net.h), and the
+  // mount namespace, with a template, is a copy of the template's, or the one akabox's mount
+  // thread built (mnt_thread.h).
+  return (mountNsHanded ? 0 : CLONE_NEWNS) | CLONE_NEWPID;
 }
 
 // The init is tiny, so the OOM killer already prefers the command; shielding the init as
@@ -193,6 +194,10 @@ bool earlyCommandAsked() {
   return asked && std::strcmp(asked, "1") == 0;
 }
 
+bool earlyCommandFor(const SandboxSpec& spec) {
+  return !spec.commandIsPid1 && !spec.mountTemplate && spinningPays() && earlyCommandAsked();
+}
+
 Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req) {
   std::unique_ptr<SandboxInit> self(new SandboxInit());
   self->req_ = req;
@@ -258,7 +263,7 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   // inherits the init's own ipc and uts namespaces (contain.cc), so with it the thread's are
   // not used.
   const SandboxSpec& s = *req.spec;
-  const bool earlyCommand = !s.commandIsPid1 && !s.mountTemplate && spin && earlyCommandAsked();
+  const bool earlyCommand = earlyCommandFor(s) && !req.mountNsFromThread;
   const bool ipcUtsHanded = req.ipcUtsFromThread && !earlyCommand;
   self->ipcUtsHanded_ = ipcUtsHanded;
 
@@ -291,12 +296,16 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   c.earlyCommand = earlyCommand;
   c.ipcUtsHanded = ipcUtsHanded;
   if (shared) c.sharedStackBottom = l.stack.bottom();
+  // The mount thread allocates and takes locks while the init starts (mnt_thread.h): only an
+  // init that shares akabox's memory may start beside it.
+  if (req.mountNsFromThread && !shared) return Error{"internal: a mount namespace from akabox's thread needs an init that shares its memory"};
+  c.mountNsHanded = req.spec->mountTemplate || req.mountNsFromThread;
   const bool initInCgroup = initJoinsCgroup(c);
   if (!initInCgroup) c.commandCgroupFd = req.cloneIntoCgroupFd;
 
   self->t0_ = monotonicS();
   clone_args& args = l.args;
-  args.flags = cloneFlags(req.spec->mountTemplate) | CLONE_PIDFD;
+  args.flags = cloneFlags(c.mountNsHanded) | CLONE_PIDFD;
   if (req.cloneIntoCgroupFd >= 0 && initInCgroup) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(req.cloneIntoCgroupFd);
@@ -355,10 +364,10 @@ void SandboxInit::killAndReap() {
   reaped_ = true;
 }
 
-Status SandboxInit::handMountTemplate(UniqueFd mountTemplate) {
+Status SandboxInit::handMountNamespace(UniqueFd ns) {
   EntryMessage m;
-  m.hasMountTemplate = 1;
-  std::vector<int> fds{mountTemplate.get()};
+  m.hasMountNs = 1;
+  std::vector<int> fds{ns.get()};
   return sendEntry(m, fds, {});
 }
 

@@ -43,6 +43,9 @@ struct SpawnRequest {
   // That thread, if it runs: its last job is to drop akabox's hold on the sandbox's mount
   // namespace once the init is gone (subproc.cc); without it, a thread is started for that.
   NetworkNamespaceMaker* namespaceThread = nullptr;
+  // akabox's mount thread builds the sandbox's mount namespace (mnt_thread.h): the init is
+  // born without one of its own and enters that one when handed it (handMountNamespace()).
+  bool mountNsFromThread = false;
 };
 
 // What the init enters when akabox releases it, before it starts the command.
@@ -83,6 +86,9 @@ bool spinningPays();
 // with the command finding its link to the init closed before the init's word, and the cause
 // is not found yet (docs/akabox.md).
 bool earlyCommandAsked();
+// Whether a spawn of `spec` starts its command early: asked for, and then only without a
+// template, for a command that is not pid 1, and where spinningPays().
+bool earlyCommandFor(const SandboxSpec& spec);
 
 // The CPUs akabox may run on (its affinity mask), read once.
 int usableCpus();
@@ -97,14 +103,15 @@ class SandboxInit {
   SandboxInit& operator=(const SandboxInit&) = delete;
 
   // clone3 into a new pid namespace, and a new mount namespace unless the spec copies a mount
-  // template. The init makes its ipc and uts namespaces unless the release brings them
-  // (SpawnRequest::ipcUtsFromThread), starts building its mount namespace (or waits for the
-  // template, handMountTemplate()) at once and then waits for release().
+  // template or akabox's mount thread builds it. The init makes its ipc and uts namespaces
+  // unless the release brings them (SpawnRequest::ipcUtsFromThread), starts building its
+  // mount namespace (or waits for the template or the thread's namespace,
+  // handMountNamespace()) at once and then waits for release().
   static Result<std::unique_ptr<SandboxInit>> start(const SpawnRequest& req);
 
-  // With a mount template: hands the init the template first, so that it copies it while
-  // akabox prepares the rest.
-  Status handMountTemplate(UniqueFd mountTemplate);
+  // Hands the init its mount namespace before the release: a template, which it copies while
+  // akabox prepares the rest, or the namespace akabox's mount thread built, which it enters.
+  Status handMountNamespace(UniqueFd ns);
 
   // Hands the init its network namespace (with its ipc and uts namespaces when it expects
   // them), its cgroup and the command's seccomp filter; from here on it finishes its set-up
