@@ -10,7 +10,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "sandbox/cpu.h"
 
 namespace akad::box {
 namespace {
@@ -91,24 +96,35 @@ Status copySymlinkOrBind(const std::string& hostPath, const std::string& dst) {
   return bindMount(hostPath, dst, false);
 }
 
-// Copies a host file, a symlink, or a directory of small files (ld.so.conf.d) into the tmpfs.
-Status copyIntoRoot(const std::string& hostPath, const std::string& dst, int depth = 0) {
-  std::string src = std::string(kOldRoot) + hostPath;
+// Copies /etc entry `name` (a file, a symlink, or a directory of small files: ld.so.conf.d)
+// from the host's directory `src` into the root's directory `dst` (descriptors of both). A
+// file too large to copy is bound instead: its path goes to `toBind` for the caller. `shown`
+// is the entry's path, for messages.
+Status copyEtcEntry(int src, int dst, const char* name, const std::string& shown, std::vector<std::string>& toBind,
+                    int depth = 0) {
   struct stat st {};
-  if (::lstat(src.c_str(), &st) != 0) return {};  // absent on this host: skip
-  if (S_ISLNK(st.st_mode)) return copySymlinkOrBind(hostPath, dst);
+  if (::fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return {};  // absent on this host: skip
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    ssize_t n = ::readlinkat(src, name, target, sizeof(target) - 1);
+    if (n < 0) return errnoError("readlink('" + shown + "')");
+    target[n] = '\0';
+    if (::symlinkat(target, dst, name) != 0 && errno != EEXIST) return errnoError("symlink('" + shown + "') in the sandbox root");
+    return {};
+  }
   if (S_ISDIR(st.st_mode) && depth == 0) {
-    DIR* d = ::opendir(src.c_str());
-    if (!d) return errnoError("opendir('" + hostPath + "')");
-    if (::mkdir(dst.c_str(), 0755) != 0 && errno != EEXIST) {
-      ::closedir(d);
-      return errnoError("mkdir('" + dst + "')");
-    }
+    UniqueFd from(::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!from.valid()) return errnoError("open('" + shown + "')");
+    if (::mkdirat(dst, name, 0755) != 0 && errno != EEXIST) return errnoError("mkdir('" + shown + "') in the sandbox root");
+    UniqueFd to(::openat(dst, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!to.valid()) return errnoError("open('" + shown + "') in the sandbox root");
+    DIR* d = ::fdopendir(from.get());
+    if (!d) return errnoError("fdopendir('" + shown + "')");
+    (void)from.release();  // the DIR owns it now
     Status result;
     while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      if (auto s = copyIntoRoot(hostPath + "/" + n, dst + "/" + n, depth + 1); !s) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      if (auto s = copyEtcEntry(::dirfd(d), to.get(), e->d_name, shown + "/" + e->d_name, toBind, depth + 1); !s) {
         result = s;
         break;
       }
@@ -117,50 +133,115 @@ Status copyIntoRoot(const std::string& hostPath, const std::string& dst, int dep
     return result;
   }
   if (!S_ISREG(st.st_mode)) return {};
-  if (st.st_size > kMaxCopiedFile) return bindMount(hostPath, dst, false);
-  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return errnoError("open('" + hostPath + "')");
-  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out < 0) {
-    ::close(in);
-    return errnoError("create('" + dst + "') in the sandbox root");
+  if (st.st_size > kMaxCopiedFile) {
+    toBind.push_back(shown);
+    return {};
   }
+  UniqueFd in(::openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in.valid()) return errnoError("open('" + shown + "')");
+  UniqueFd out(::openat(dst, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!out.valid()) return errnoError("create('" + shown + "') in the sandbox root");
   off_t left = st.st_size;
   while (left > 0) {
-    ssize_t n = ::sendfile(out, in, nullptr, static_cast<size_t>(left));
+    ssize_t n = ::sendfile(out.get(), in.get(), nullptr, static_cast<size_t>(left));
     if (n <= 0) break;
     left -= n;
   }
-  ::close(in);
-  ::close(out);
-  if (left > 0) return errnoError("copying '" + hostPath + "' into the sandbox root");
+  if (left > 0) return errnoError("copying '" + shown + "' into the sandbox root");
   return {};
 }
 
-Status writeSmallFile(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return errnoError("cannot create '" + path + "' in the sandbox");
-  ssize_t n = ::write(fd, text.data(), text.size());
-  ::close(fd);
-  if (n != static_cast<ssize_t>(text.size())) return errnoError("cannot write '" + path + "'");
+Status writeSmallFile(int dir, const char* name, const std::string& text) {
+  UniqueFd fd(::openat(dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return errnoError(std::string("cannot create '/etc/") + name + "' in the sandbox");
+  ssize_t n = ::write(fd.get(), text.data(), text.size());
+  if (n != static_cast<ssize_t>(text.size())) return errnoError(std::string("cannot write '/etc/") + name + "'");
   return {};
 }
 
-Status mountHostSystem(const SandboxSpec& spec) {
-  for (const char* d : kHostSystemDirs)
-    if (auto st = copySymlinkOrBind(std::string("/") + d, std::string("/") + d); !st) return st;
-  if (::mkdir("/etc", 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
+// /etc's files, from the host's /etc (`src`) into the root's (`dst`): the small ones copied
+// (ld.so.conf.d's too; a large one's path goes to `toBind`), and passwd and group for the
+// sandbox's user.
+Status copyEtc(const SandboxSpec& spec, int src, int dst, std::vector<std::string>& toBind) {
   for (const char* e : kEtcCopied)
-    if (auto st = copyIntoRoot(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
-  for (const char* e : kEtcBound)
-    if (auto st = copySymlinkOrBind(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
+    if (auto st = copyEtcEntry(src, dst, e, std::string("/etc/") + e, toBind); !st) return st;
   // Tools (getpass, ssh, Python's site) look the running uid up; give it a name and a home.
   std::string home = spec.workspace.empty() ? "/tmp" : "/workspace";
-  if (auto st = writeSmallFile("/etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nakabox:x:" + std::to_string(spec.uid) + ":" +
+  if (auto st = writeSmallFile(dst, "passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nakabox:x:" + std::to_string(spec.uid) + ":" +
                                                   std::to_string(spec.gid) + ":akabox:" + home + ":/bin/sh\n");
       !st)
     return st;
-  return writeSmallFile("/etc/group", "root:x:0:\nakabox:x:" + std::to_string(spec.gid) + ":\n");
+  return writeSmallFile(dst, "group", "root:x:0:\nakabox:x:" + std::to_string(spec.gid) + ":\n");
+}
+
+}  // namespace
+
+// copyEtc on a thread of its own, beside the rest of the build on akabox's mount thread
+// (mnt_thread.h). Started before the pivot, it copies from the host's /etc into the new
+// root's through descriptors of both, so the pivot does not move its paths; it shares the
+// mount thread's descriptor table (pthread_create's CLONE_FILES). finish() waits for it; so
+// does the destructor, so that it never outlives what it reads.
+class EtcCopy {
+ public:
+  explicit EtcCopy(const SandboxSpec& spec) : spec_(spec) {}
+  ~EtcCopy() { (void)finish(); }
+  EtcCopy(const EtcCopy&) = delete;
+  EtcCopy& operator=(const EtcCopy&) = delete;
+
+  // From `src` (the host's /etc) into `dst` (the root's); copies here if no thread starts.
+  Status start(UniqueFd src, UniqueFd dst) {
+    src_ = std::move(src);
+    dst_ = std::move(dst);
+    if (startHelperThread(&EtcCopy::run, this, true, 256 * 1024) != 0) return copyEtc(spec_, src_.get(), dst_.get(), toBind_);
+    started_ = true;
+    return {};
+  }
+  // The copy's outcome; the paths it left to bind are in toBind().
+  Status finish() {
+    if (started_) waitForWord(done_, false);
+    started_ = false;
+    src_.reset();
+    dst_.reset();
+    return result_;
+  }
+  const std::vector<std::string>& toBind() const { return toBind_; }
+
+ private:
+  static void* run(void* arg) {
+    auto* self = static_cast<EtcCopy*>(arg);
+    self->result_ = copyEtc(self->spec_, self->src_.get(), self->dst_.get(), self->toBind_);
+    setWordAndWake(self->done_);
+    return nullptr;
+  }
+  const SandboxSpec& spec_;
+  UniqueFd src_, dst_;
+  std::vector<std::string> toBind_;
+  bool started_ = false;
+  Status result_;
+  alignas(4) int done_ = 0;
+};
+
+namespace {
+
+// The system directories, /etc and its bound directories. /etc's files are copied here, or
+// by `etcBeside`, started before the pivot (pivotToStaticRoot).
+Status mountHostSystem(const SandboxSpec& spec, EtcCopy* etcBeside) {
+  for (const char* d : kHostSystemDirs)
+    if (auto st = copySymlinkOrBind(std::string("/") + d, std::string("/") + d); !st) return st;
+  if (!etcBeside) {
+    if (::mkdir("/etc", 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
+    UniqueFd src(::open((std::string(kOldRoot) + "/etc").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!src.valid()) return errnoError("open the host's /etc");
+    UniqueFd dst(::open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dst.valid()) return errnoError("open /etc in the sandbox root");
+    std::vector<std::string> toBind;
+    if (auto st = copyEtc(spec, src.get(), dst.get(), toBind); !st) return st;
+    for (const auto& p : toBind)
+      if (auto st = bindMount(p, p, false); !st) return st;
+  }
+  for (const char* e : kEtcBound)
+    if (auto st = copySymlinkOrBind(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
+  return {};
 }
 
 // A prepared root: every top-level entry is bound read-only (or its symlink recreated); the
@@ -217,7 +298,7 @@ Status makeStaticDev(const std::vector<DevicePassthrough>& devices) {
   return {};
 }
 
-Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted) {
+Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted, EtcCopy* etcBeside) {
   // Nothing we mount may propagate back to the host, and nothing the host mounts later
   // should appear in the sandbox.
   if (auto st = sysMount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr); !st) return st;
@@ -225,12 +306,23 @@ Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& r
   // host's /tmp only inside this namespace, and after pivot_root the whole host tree
   // (including the real /tmp) is reachable under /.oldroot for the binds.
   if (auto st = sysMount("tmpfs", kStaging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m"); !st) return st;
+  // /etc's copies start here, beside the pivot and the binds, from the host's /etc into the
+  // new root's (descriptors: the pivot moves neither).
+  if (etcBeside && spec.root == "host") {
+    const std::string etc = std::string(kStaging) + "/etc";
+    if (::mkdir(etc.c_str(), 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
+    UniqueFd src(::open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!src.valid()) return errnoError("open the host's /etc");
+    UniqueFd dst(::open(etc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dst.valid()) return errnoError("open /etc in the sandbox root");
+    if (auto st = etcBeside->start(std::move(src), std::move(dst)); !st) return st;
+  }
   std::string put = std::string(kStaging) + kOldRoot;
   if (::mkdir(put.c_str(), 0700) != 0) return errnoError("mkdir " + put);
   if (::syscall(SYS_pivot_root, kStaging, put.c_str()) != 0) return errnoError(std::string("pivot_root(") + kStaging + ", " + put + ")");
   if (::chdir("/") != 0) return errnoError("chdir(/) after pivot_root");
   if (rooted) rooted();
-  if (spec.root == "host") return mountHostSystem(spec);
+  if (spec.root == "host") return mountHostSystem(spec, etcBeside);
   return mountPreparedRoot(spec.root);
 }
 
@@ -299,9 +391,13 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
 }
 
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
-                           const std::function<void()>& rooted, bool proc) {
-  if (auto st = pivotToStaticRoot(spec, rooted); !st) return st;
-  if (auto st = mountPerSandbox(spec, devices, bindMount, false, proc); !st) return st;
+                           const std::function<void()>& rooted, MountBuild how) {
+  EtcCopy etc(spec);
+  if (auto st = pivotToStaticRoot(spec, rooted, how.etcBeside ? &etc : nullptr); !st) return st;
+  if (auto st = mountPerSandbox(spec, devices, bindMount, false, how.proc); !st) return st;
+  if (auto st = etc.finish(); !st) return st;
+  for (const auto& p : etc.toBind())
+    if (auto st = bindMount(p, p, false); !st) return st;
   if (auto st = detachOldRoot(); !st) return st;
   return sysMount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
 }

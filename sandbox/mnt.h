@@ -13,12 +13,17 @@
 
 namespace akad::box {
 
-// Runs in the init (pid 1, real root) of fresh mount and pid namespaces, or with `proc` false
-// on akabox's mount thread (mnt_thread.h), in a mount namespace of the thread's own outside the
-// sandbox's pid namespace: then /proc's mount is left to the init. `rooted` runs once the
-// process's root is the sandbox's new root (still empty).
+// Where a build runs, and so what it does: in the init (pid 1, real root) of fresh mount and
+// pid namespaces, everything, in order; on akabox's mount thread (mnt_thread.h), in a mount
+// namespace of the thread's own outside the sandbox's pid namespace, all but /proc's mount,
+// which the init makes, and /etc's files are copied on a second thread beside the rest.
+struct MountBuild {
+  bool proc = true;
+  bool etcBeside = false;  // on a thread of akabox's only: the init may not start threads
+};
+// `rooted` runs once the process's root is the sandbox's new root (still empty).
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
-                           const std::function<void()>& rooted = {}, bool proc = true);
+                           const std::function<void()>& rooted = {}, MountBuild how = {});
 // In the init: enters a namespace that buildMountNamespace made without /proc, and mounts it.
 Status enterBuiltMountNamespace(int nsFd);
 // Whether the spec mounts anything on or under /proc, which only a build that mounts /proc
@@ -31,8 +36,11 @@ bool mountsUnderProc(const SandboxSpec& spec);
 using HostBinder = std::function<Status(const std::string& hostSrc, const std::string& dst, bool rw, unsigned long extra)>;
 // In a fresh mount namespace: pivot into a new tmpfs root holding the system directories (or
 // the prepared root) and /etc's essentials; the host's tree stays reachable until detachOldRoot.
-// `rooted` runs right after the pivot, before anything is mounted in the new root.
-Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted = {});
+// `rooted` runs right after the pivot, before anything is mounted in the new root. With
+// `etcBeside`, /etc's files are copied on its thread, complete once its finish() returns
+// (mnt.cc), which the caller must call before the root is made read-only.
+class EtcCopy;
+Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted = {}, EtcCopy* etcBeside = nullptr);
 Status detachOldRoot();
 // /dev's tmpfs with the standard nodes (null, zero, full, random, urandom, tty), the
 // symlinks (ptmx, fd, stdin, stdout, stderr), the pts and shm directories and a mount point

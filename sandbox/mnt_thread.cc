@@ -53,7 +53,7 @@ void* MountNamespaceThread::run(void* arg) {
       // root's read-only remount would fail with EBUSY), nor any host directory.
       st = errnoError("close_range(CLOSE_RANGE_UNSHARE)");
     } else {
-      st = buildMountNamespace(*self->spec_, *self->devices_, {}, false);
+      st = buildMountNamespace(*self->spec_, *self->devices_, {}, MountBuild{false, true});
     }
   }
   self->built_ = std::move(st);

@@ -697,6 +697,31 @@ TEST_F(BoxTest, RestrictiveCallerUmaskStillGivesAUsableSandbox) {
   EXPECT_NE(r.out.find("akabox:x:1000:1000"), std::string::npos) << r.out;
 }
 
+// An /etc file too large to copy into the root (over 1 MiB) is bound read-only instead, on
+// every path that builds the root: the init, a template's builder, and akabox's mount thread,
+// whose /etc copy runs on a thread of its own and leaves the bind to the mount thread.
+TEST_F(BoxTest, LargeEtcFileIsBoundReadOnly) {
+  HostEtcLock lock;  // it changes what the host's /etc shows while it runs
+  const std::string etc = "/etc/gai.conf";  // a file akabox copies; comments harm no one
+  const std::string before = readAll(etc);
+  if (before.empty()) GTEST_SKIP() << etc << " is missing or empty here";
+  std::string big = before;
+  while (big.size() <= (1u << 20)) big += "# " + marker_ + ": a line to make this file too large to copy\n";
+  const std::string file = tmp_ + "/gai.conf";
+  {
+    std::ofstream out(file);
+    out << big;
+  }
+  ASSERT_EQ(::mount(file.c_str(), etc.c_str(), nullptr, MS_BIND, nullptr), 0);
+  BoxRun r = run({}, {"/bin/sh", "-c",
+                      "wc -c < /etc/gai.conf; grep -c ' /etc/gai.conf ' /proc/self/mountinfo; "
+                      "if echo x 2>/dev/null >> /etc/gai.conf; then echo writable; else echo read-only; fi"});
+  ASSERT_EQ(::umount2(etc.c_str(), MNT_DETACH), 0);
+  EXPECT_EQ(r.exitStatus, 0) << r.err;
+  EXPECT_EQ(r.out, std::to_string(big.size()) + "\n1\nread-only\n") << r.err;
+  EXPECT_EQ(readAll(etc), before) << "the host's file is as it was";
+}
+
 std::vector<std::string> templateFiles(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
