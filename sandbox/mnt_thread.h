@@ -10,7 +10,8 @@
 // Built in the init, after clone3, the namespace was the longest part of the set-up on the
 // GPU machine (0.6-0.7 ms, where the other side was ready in 0.4). On the thread it starts
 // before clone3, while akabox is still opening files and making the cgroup, on a CPU that is
-// idle then.
+// idle then; and /etc's files, half of the build, are copied on a second thread beside the
+// pivot and the binds (mnt.cc's EtcCopy).
 //
 // Only with CPUs to spare (subproc.h's spinningPays(): four or more). On two, the threads take
 // turns with akabox and the init, and spawns measured 0.6-0.8 ms slower on the development VM.
