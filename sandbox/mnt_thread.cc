@@ -7,6 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <string>
+
 #include "sandbox/cpu.h"
 #include "sandbox/mnt.h"
 #include "sandbox/shared_clone.h"
@@ -19,7 +21,9 @@ bool mountNamespaceOnThread(const SandboxSpec& spec) {
 }
 
 MountNamespaceThread::~MountNamespaceThread() {
-  if (started_) waitForWord(done_, false);
+  if (!started_) return;
+  setWordAndWake(opened_);
+  waitForWord(gone_, false);
 }
 
 Status MountNamespaceThread::start(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
@@ -39,15 +43,17 @@ void* MountNamespaceThread::run(void* arg) {
   // other threads keep theirs (pivot_root moves only the tasks whose root is this
   // namespace's).
   Status st;
+  self->tid_ = static_cast<int>(::syscall(SYS_gettid));
   if (::unshare(CLONE_NEWNS) != 0) {
     st = errnoError("unshare(CLONE_NEWNS)");
-  } else {
+    self->unshareFailed_ = true;
+  }
+  // akabox opens the namespace's file itself, while it waits (0.03 ms less on this thread).
+  setWordAndWake(self->unshared_);
+  if (st) {
     // The sandbox's directories and files get exactly the modes the build asks for.
     ::umask(0);
-    self->ns_.reset(::open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC));
-    if (!self->ns_.valid()) {
-      st = errnoError("open /proc/thread-self/ns/mnt");
-    } else if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_UNSHARE) != 0) {
+    if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_UNSHARE) != 0) {
       // A table of descriptors of its own, with none of akabox's: the init, cloned while
       // this thread copies /etc, must not inherit a file open for writing on the root (the
       // root's read-only remount would fail with EBUSY), nor any host directory.
@@ -58,16 +64,26 @@ void* MountNamespaceThread::run(void* arg) {
   }
   self->built_ = std::move(st);
   setWordAndWake(self->done_);
-  // The thread ends here, and with it its hold on the namespace: the file keeps it.
+  // The namespace lives on through akabox's file once it has one; the thread then ends.
+  waitForWord(self->opened_, false);
+  setWordAndWake(self->gone_);
   return nullptr;
 }
 
 Result<UniqueFd> MountNamespaceThread::take(bool spin) {
   if (!started_) return Error{"mount namespace: not started"};
+  waitForWord(unshared_, spin);
+  UniqueFd ns;
+  int openErr = 0;
+  if (!unshareFailed_) {
+    ns.reset(::open(("/proc/self/task/" + std::to_string(tid_) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
+    openErr = errno;
+  }
+  setWordAndWake(opened_);
   waitForWord(done_, spin);
   if (!built_) return Error{"mount namespace: " + built_.error().message};
-  if (!ns_.valid()) return Error{"mount namespace: already taken"};
-  return std::move(ns_);
+  if (!ns.valid()) return errnoError("mount namespace: open /proc/self/task/" + std::to_string(tid_) + "/ns/mnt", openErr);
+  return ns;
 }
 
 }  // namespace akad::box

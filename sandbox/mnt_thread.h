@@ -31,8 +31,7 @@ namespace akad::box {
 class MountNamespaceThread {
  public:
   MountNamespaceThread() = default;
-  // Waits for the thread (it reads the spec and the devices), then drops the namespace if
-  // it was not taken.
+  // Waits for the thread (it reads the spec and the devices).
   ~MountNamespaceThread();
   MountNamespaceThread(const MountNamespaceThread&) = delete;
   MountNamespaceThread& operator=(const MountNamespaceThread&) = delete;
@@ -50,10 +49,18 @@ class MountNamespaceThread {
   const SandboxSpec* spec_ = nullptr;
   const std::vector<DevicePassthrough>* devices_ = nullptr;
   bool started_ = false;
-  // Set by the thread, then `done_`; after `done_` the thread touches nothing of this object.
-  UniqueFd ns_;
+  // The thread's words (futexes), in order: `unshared_` once its namespace exists (`tid_` and
+  // `unshareFailed_` written before), `done_` once the build is done (`built_` before); then it
+  // waits for `opened_`, akabox's word that it holds the namespace's file (until then the
+  // thread's own hold keeps the namespace), and sets `gone_`, after which it touches nothing
+  // of this object.
+  int tid_ = 0;
+  bool unshareFailed_ = false;
   Status built_;
+  alignas(4) int unshared_ = 0;
   alignas(4) int done_ = 0;
+  alignas(4) int opened_ = 0;
+  alignas(4) int gone_ = 0;
 };
 
 // Whether a spawn builds its mount namespace on the thread: no template, CPUs to spare, an init
