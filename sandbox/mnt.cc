@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -162,9 +163,13 @@ Status writeSmallFile(int dir, const char* name, const std::string& text) {
 // /etc's files, from the host's /etc (`src`) into the root's (`dst`): the small ones copied
 // (ld.so.conf.d's too; a large one's path goes to `toBind`), and passwd and group for the
 // sandbox's user.
-Status copyEtc(const SandboxSpec& spec, int src, int dst, std::vector<std::string>& toBind) {
-  for (const char* e : kEtcCopied)
-    if (auto st = copyEtcEntry(src, dst, e, std::string("/etc/") + e, toBind); !st) return st;
+// With `parts` copies side by side, part `part` takes every parts-th entry (part 0 also
+// passwd and group).
+Status copyEtc(const SandboxSpec& spec, int src, int dst, std::vector<std::string>& toBind, int part = 0, int parts = 1) {
+  for (size_t i = 0; i < std::size(kEtcCopied); ++i)
+    if (static_cast<int>(i % static_cast<size_t>(parts)) == part)
+      if (auto st = copyEtcEntry(src, dst, kEtcCopied[i], std::string("/etc/") + kEtcCopied[i], toBind); !st) return st;
+  if (part != 0) return {};
   // Tools (getpass, ssh, Python's site) look the running uid up; give it a name and a home.
   std::string home = spec.workspace.empty() ? "/tmp" : "/workspace";
   if (auto st = writeSmallFile(dst, "passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nakabox:x:" + std::to_string(spec.uid) + ":" +
@@ -176,11 +181,11 @@ Status copyEtc(const SandboxSpec& spec, int src, int dst, std::vector<std::strin
 
 }  // namespace
 
-// copyEtc on a thread of its own, beside the rest of the build on akabox's mount thread
-// (mnt_thread.h). Started before the pivot, it copies from the host's /etc into the new
-// root's through descriptors of both, so the pivot does not move its paths; it shares the
-// mount thread's descriptor table (pthread_create's CLONE_FILES). finish() waits for it; so
-// does the destructor, so that it never outlives what it reads.
+// copyEtc on two threads of their own, beside the rest of the build on akabox's mount thread
+// (mnt_thread.h). Started before the pivot, they copy from the host's /etc into the new
+// root's through descriptors of both, so the pivot does not move their paths; they share the
+// mount thread's descriptor table (pthread_create's CLONE_FILES). finish() waits for them; so
+// does the destructor, so that they never outlive what they read.
 class EtcCopy {
  public:
   explicit EtcCopy(const SandboxSpec& spec) : spec_(spec) {}
@@ -188,37 +193,61 @@ class EtcCopy {
   EtcCopy(const EtcCopy&) = delete;
   EtcCopy& operator=(const EtcCopy&) = delete;
 
-  // From `src` (the host's /etc) into `dst` (the root's); copies here if no thread starts.
+  // From `src` (the host's /etc) into `dst` (the root's); a part whose thread does not start
+  // is copied here.
   Status start(UniqueFd src, UniqueFd dst) {
     src_ = std::move(src);
     dst_ = std::move(dst);
-    if (startHelperThread(&EtcCopy::run, this, true, 256 * 1024) != 0) return copyEtc(spec_, src_.get(), dst_.get(), toBind_);
-    started_ = true;
+    for (int i = 0; i < kParts; ++i) {
+      Part& p = parts_[i];
+      p.self = this;
+      p.index = i;
+      if (startHelperThread(&EtcCopy::run, &p, true, 256 * 1024) == 0) {
+        p.started = true;
+      } else if (p.result = copyEtc(spec_, src_.get(), dst_.get(), p.toBind, i, kParts); !p.result) {
+        return p.result;
+      }
+    }
     return {};
   }
-  // The copy's outcome; the paths it left to bind are in toBind().
+  // The copy's outcome (the first part's failure, if any); the paths left to bind are in
+  // toBind().
   Status finish() {
-    if (started_) waitForWord(done_, false);
-    started_ = false;
+    Status outcome;
+    for (Part& p : parts_) {
+      if (p.started) waitForWord(p.done, false);
+      p.started = false;
+      if (outcome && !p.result) outcome = p.result;
+    }
     src_.reset();
     dst_.reset();
-    return result_;
+    return outcome;
   }
-  const std::vector<std::string>& toBind() const { return toBind_; }
+  std::vector<std::string> toBind() const {
+    std::vector<std::string> all;
+    for (const Part& p : parts_) all.insert(all.end(), p.toBind.begin(), p.toBind.end());
+    return all;
+  }
 
  private:
+  static constexpr int kParts = 2;
+  struct Part {
+    EtcCopy* self = nullptr;
+    int index = 0;
+    bool started = false;
+    Status result;
+    std::vector<std::string> toBind;
+    alignas(4) int done = 0;
+  };
   static void* run(void* arg) {
-    auto* self = static_cast<EtcCopy*>(arg);
-    self->result_ = copyEtc(self->spec_, self->src_.get(), self->dst_.get(), self->toBind_);
-    setWordAndWake(self->done_);
+    auto* p = static_cast<Part*>(arg);
+    p->result = copyEtc(p->self->spec_, p->self->src_.get(), p->self->dst_.get(), p->toBind, p->index, kParts);
+    setWordAndWake(p->done);
     return nullptr;
   }
   const SandboxSpec& spec_;
   UniqueFd src_, dst_;
-  std::vector<std::string> toBind_;
-  bool started_ = false;
-  Status result_;
-  alignas(4) int done_ = 0;
+  Part parts_[kParts];
 };
 
 namespace {
