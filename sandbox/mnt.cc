@@ -10,6 +10,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -29,9 +30,11 @@ const char* const kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "li
 // /etc is not bound whole: only what programs need to run, resolve names and find libraries.
 // Small files are copied into the root tmpfs rather than bound: every mount costs at set-up
 // and again at tear-down, and these few KiB do not.
+// The directory (the most files) and the largest file first: copies that run side by side
+// take entries in this order (copyEtc).
 const char* const kEtcCopied[] = {
-    "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf",
-    "ld.so.conf.d", "localtime", "timezone", "os-release", "protocols", "services", "debian_version",
+    "ld.so.conf.d", "ld.so.cache", "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+    "ld.so.conf", "localtime", "timezone", "os-release", "protocols", "services", "debian_version",
     "lsb-release"};
 // Directories with many entries (alternatives: hundreds of symlinks) are cheaper to bind.
 const char* const kEtcBound[] = {"alternatives", "ssl", "ca-certificates"};
@@ -163,29 +166,31 @@ Status writeSmallFile(int dir, const char* name, const std::string& text) {
 // /etc's files, from the host's /etc (`src`) into the root's (`dst`): the small ones copied
 // (ld.so.conf.d's too; a large one's path goes to `toBind`), and passwd and group for the
 // sandbox's user.
-// With `parts` copies side by side, part `part` takes every parts-th entry (part 0 also
-// passwd and group).
-Status copyEtc(const SandboxSpec& spec, int src, int dst, std::vector<std::string>& toBind, int part = 0, int parts = 1) {
-  for (size_t i = 0; i < std::size(kEtcCopied); ++i)
-    if (static_cast<int>(i % static_cast<size_t>(parts)) == part)
-      if (auto st = copyEtcEntry(src, dst, kEtcCopied[i], std::string("/etc/") + kEtcCopied[i], toBind); !st) return st;
-  if (part != 0) return {};
+// Copies that run side by side share `next`: each takes the next entry in turn (passwd and
+// group are the last two), so they end about together whatever the host's /etc holds.
+Status copyEtc(const SandboxSpec& spec, int src, int dst, std::vector<std::string>& toBind, std::atomic<size_t>& next) {
+  constexpr size_t n = std::size(kEtcCopied);
   // Tools (getpass, ssh, Python's site) look the running uid up; give it a name and a home.
-  std::string home = spec.workspace.empty() ? "/tmp" : "/workspace";
-  if (auto st = writeSmallFile(dst, "passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nakabox:x:" + std::to_string(spec.uid) + ":" +
-                                                  std::to_string(spec.gid) + ":akabox:" + home + ":/bin/sh\n");
-      !st)
-    return st;
-  return writeSmallFile(dst, "group", "root:x:0:\nakabox:x:" + std::to_string(spec.gid) + ":\n");
+  const std::string home = spec.workspace.empty() ? "/tmp" : "/workspace";
+  for (size_t i; (i = next.fetch_add(1)) < n + 2;) {
+    Status st;
+    if (i < n) st = copyEtcEntry(src, dst, kEtcCopied[i], std::string("/etc/") + kEtcCopied[i], toBind);
+    else if (i == n)
+      st = writeSmallFile(dst, "passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nakabox:x:" + std::to_string(spec.uid) + ":" +
+                                             std::to_string(spec.gid) + ":akabox:" + home + ":/bin/sh\n");
+    else st = writeSmallFile(dst, "group", "root:x:0:\nakabox:x:" + std::to_string(spec.gid) + ":\n");
+    if (!st) return st;
+  }
+  return {};
 }
 
 }  // namespace
 
-// copyEtc on two threads of their own, beside the rest of the build on akabox's mount thread
-// (mnt_thread.h). Started before the pivot, they copy from the host's /etc into the new
-// root's through descriptors of both, so the pivot does not move their paths; they share the
-// mount thread's descriptor table (pthread_create's CLONE_FILES). finish() waits for them; so
-// does the destructor, so that they never outlive what they read.
+// copyEtc on two threads of their own, which take entries in turn, beside the rest of the
+// build on akabox's mount thread (mnt_thread.h). Started before the pivot, they copy from the
+// host's /etc into the new root's through descriptors of both, so the pivot does not move
+// their paths; they share the mount thread's descriptor table (pthread_create's CLONE_FILES).
+// finish() waits for them; so does the destructor, so that they never outlive what they read.
 class EtcCopy {
  public:
   explicit EtcCopy(const SandboxSpec& spec) : spec_(spec) {}
@@ -198,13 +203,11 @@ class EtcCopy {
   Status start(UniqueFd src, UniqueFd dst) {
     src_ = std::move(src);
     dst_ = std::move(dst);
-    for (int i = 0; i < kParts; ++i) {
-      Part& p = parts_[i];
+    for (Part& p : parts_) {
       p.self = this;
-      p.index = i;
       if (startHelperThread(&EtcCopy::run, &p, true, 256 * 1024) == 0) {
         p.started = true;
-      } else if (p.result = copyEtc(spec_, src_.get(), dst_.get(), p.toBind, i, kParts); !p.result) {
+      } else if (p.result = copyEtc(spec_, src_.get(), dst_.get(), p.toBind, next_); !p.result) {
         return p.result;
       }
     }
@@ -233,7 +236,6 @@ class EtcCopy {
   static constexpr int kParts = 2;
   struct Part {
     EtcCopy* self = nullptr;
-    int index = 0;
     bool started = false;
     Status result;
     std::vector<std::string> toBind;
@@ -241,12 +243,13 @@ class EtcCopy {
   };
   static void* run(void* arg) {
     auto* p = static_cast<Part*>(arg);
-    p->result = copyEtc(p->self->spec_, p->self->src_.get(), p->self->dst_.get(), p->toBind, p->index, kParts);
+    p->result = copyEtc(p->self->spec_, p->self->src_.get(), p->self->dst_.get(), p->toBind, p->self->next_);
     setWordAndWake(p->done);
     return nullptr;
   }
   const SandboxSpec& spec_;
   UniqueFd src_, dst_;
+  std::atomic<size_t> next_{0};  // copyEtc's next entry, shared by the parts
   Part parts_[kParts];
 };
 
@@ -264,7 +267,8 @@ Status mountHostSystem(const SandboxSpec& spec, EtcCopy* etcBeside) {
     UniqueFd dst(::open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!dst.valid()) return errnoError("open /etc in the sandbox root");
     std::vector<std::string> toBind;
-    if (auto st = copyEtc(spec, src.get(), dst.get(), toBind); !st) return st;
+    std::atomic<size_t> next{0};
+    if (auto st = copyEtc(spec, src.get(), dst.get(), toBind, next); !st) return st;
     for (const auto& p : toBind)
       if (auto st = bindMount(p, p, false); !st) return st;
   }
