@@ -1,7 +1,6 @@
 // akabox command line: parses flags into the same JSON fields a spec file has and hands them
 // to the library; no sandbox logic lives here.
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -183,10 +182,6 @@ int cleanup(const CommandLine& cl) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // One malloc arena for every thread: a thread's first allocation would otherwise make an
-  // arena of its own (a 64 MiB mapping trimmed and made writable, then pages faulted in), and
-  // the init that shares akabox's memory, the mount thread and its /etc copy each allocate.
-  (void)::mallopt(M_ARENA_MAX, 1);
   // The network namespace is the longest step of set-up (net.h): on a command line that
   // plainly wants one it starts before parsing, and runSandbox drops it if the spec says
   // otherwise after all.
