@@ -91,8 +91,18 @@ void* lendToInit(void* arg) {
   if (pid > 0) {
     // Waits for the exit without reaping (WNOWAIT). Once akabox has reaped the init, or if
     // the pid is not a child any more, that is ECHILD: gone as well.
-    siginfo_t info;
-    while (rawSyscall(SYS_waitid, P_PID, pid, reinterpret_cast<long>(&info), WEXITED | WNOWAIT | __WALL, 0) == -EINTR) {
+    siginfo_t info{};
+    long rc;
+    while ((rc = rawSyscall(SYS_waitid, P_PID, pid, reinterpret_cast<long>(&info), WEXITED | WNOWAIT | __WALL, 0)) == -EINTR) {
+    }
+    // An init that did not exit by itself was killed (akabox drops an attempt whose template
+    // turned out stale, or fails after the start), perhaps inside malloc, holding the lock of
+    // the arena it used: this thread's. A thread that ends hands its arena to the next new
+    // thread, which would then wait on that lock for ever (the next attempt's init did). So
+    // this thread keeps it: it unmaps the stack and sleeps until akabox exits.
+    if (rc != 0 || info.si_code != CLD_EXITED) {
+      stack = ChildStack();
+      for (;;) (void)rawSyscall(SYS_pause);
     }
   }
   return nullptr;  // `stack` is unmapped on the way out
