@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -218,18 +219,14 @@ void defaultSignalDispositions() {
     const ssize_t n = ::read(fd, buf, sizeof(buf));
     ::close(fd);
     const std::string_view status(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    // 16 hexadecimal digits after the key.
     auto mask = [&](std::string_view key) -> std::optional<uint64_t> {
       const size_t at = status.find(key);
-      if (at == std::string_view::npos) return std::nullopt;
+      if (at == std::string_view::npos || status.size() - at - key.size() < 16) return std::nullopt;
+      const char* first = status.data() + at + key.size();
       uint64_t v = 0;
-      size_t i = at + key.size(), digits = 0;
-      for (; i < status.size() && status[i] != '\n'; ++i, ++digits) {
-        const char c = status[i];
-        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return std::nullopt;
-        v = v << 4 | static_cast<uint64_t>(d);
-      }
-      if (digits != 16) return std::nullopt;
+      const auto [end, ec] = std::from_chars(first, first + 16, v, 16);
+      if (ec != std::errc() || end != first + 16) return std::nullopt;
       return v;
     };
     const auto ignored = mask("\nSigIgn:\t"), caught = mask("\nSigCgt:\t");
