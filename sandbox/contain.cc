@@ -363,7 +363,7 @@ struct EarlyStart {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const std::string cwd = !s.cwd.empty() ? s.cwd : (s.workspace.empty() ? "/" : "/workspace");
+  const std::string cwd = commandCwd(s);
   auto settle = [&] {
     if (early.linkFd >= 0) must(c, waitForInit(early.linkFd, 'm', early.spin), "waiting for the sandbox's mounts");
     must(c, sysOk(::chdir(cwd.c_str()), "chdir('" + cwd + "')"), "working directory");

@@ -255,23 +255,25 @@ class EtcCopy {
 
 namespace {
 
-// The system directories, /etc and its bound directories. /etc's files are copied here, or
-// by `etcBeside`, started before the pivot (pivotToStaticRoot).
+// /etc (its files copied here, or by `etcBeside` beside the rest: the copy starts first), the
+// system directories and /etc's bound directories.
 Status mountHostSystem(const SandboxSpec& spec, EtcCopy* etcBeside) {
-  for (const char* d : kHostSystemDirs)
-    if (auto st = copySymlinkOrBind(std::string("/") + d, std::string("/") + d); !st) return st;
-  if (!etcBeside) {
-    if (::mkdir("/etc", 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
-    UniqueFd src(::open((std::string(kOldRoot) + "/etc").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!src.valid()) return errnoError("open the host's /etc");
-    UniqueFd dst(::open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dst.valid()) return errnoError("open /etc in the sandbox root");
+  if (::mkdir("/etc", 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
+  UniqueFd src(::open((std::string(kOldRoot) + "/etc").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!src.valid()) return errnoError("open the host's /etc");
+  UniqueFd dst(::open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dst.valid()) return errnoError("open /etc in the sandbox root");
+  if (etcBeside) {
+    if (auto st = etcBeside->start(std::move(src), std::move(dst)); !st) return st;
+  } else {
     std::vector<std::string> toBind;
     std::atomic<size_t> next{0};
     if (auto st = copyEtc(spec, src.get(), dst.get(), toBind, next); !st) return st;
     for (const auto& p : toBind)
       if (auto st = bindMount(p, p, false); !st) return st;
   }
+  for (const char* d : kHostSystemDirs)
+    if (auto st = copySymlinkOrBind(std::string("/") + d, std::string("/") + d); !st) return st;
   for (const char* e : kEtcBound)
     if (auto st = copySymlinkOrBind(std::string("/etc/") + e, std::string("/etc/") + e); !st) return st;
   return {};
@@ -331,7 +333,7 @@ Status makeStaticDev(const std::vector<DevicePassthrough>& devices) {
   return {};
 }
 
-Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted, EtcCopy* etcBeside) {
+Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<Status()>& rooted, EtcCopy* etcBeside) {
   // Nothing we mount may propagate back to the host, and nothing the host mounts later
   // should appear in the sandbox.
   if (auto st = sysMount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr); !st) return st;
@@ -339,22 +341,12 @@ Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& r
   // host's /tmp only inside this namespace, and after pivot_root the whole host tree
   // (including the real /tmp) is reachable under /.oldroot for the binds.
   if (auto st = sysMount("tmpfs", kStaging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m"); !st) return st;
-  // /etc's copies start here, beside the pivot and the binds, from the host's /etc into the
-  // new root's (descriptors: the pivot moves neither).
-  if (etcBeside && spec.root == "host") {
-    const std::string etc = std::string(kStaging) + "/etc";
-    if (::mkdir(etc.c_str(), 0755) != 0) return errnoError("mkdir /etc in the sandbox root");
-    UniqueFd src(::open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!src.valid()) return errnoError("open the host's /etc");
-    UniqueFd dst(::open(etc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dst.valid()) return errnoError("open /etc in the sandbox root");
-    if (auto st = etcBeside->start(std::move(src), std::move(dst)); !st) return st;
-  }
   std::string put = std::string(kStaging) + kOldRoot;
   if (::mkdir(put.c_str(), 0700) != 0) return errnoError("mkdir " + put);
   if (::syscall(SYS_pivot_root, kStaging, put.c_str()) != 0) return errnoError(std::string("pivot_root(") + kStaging + ", " + put + ")");
   if (::chdir("/") != 0) return errnoError("chdir(/) after pivot_root");
-  if (rooted) rooted();
+  if (rooted)
+    if (auto st = rooted(); !st) return st;
   if (spec.root == "host") return mountHostSystem(spec, etcBeside);
   return mountPreparedRoot(spec.root);
 }
@@ -393,6 +385,17 @@ Status enterBuiltMountNamespace(int nsFd) {
   return mountProc();
 }
 
+namespace {
+// Whether a bind or tmpfs of the spec is mounted exactly at `dst`.
+bool mountsOn(const SandboxSpec& spec, const std::string& dst) {
+  for (const auto& b : spec.binds)
+    if (b.dst == dst) return true;
+  for (const auto& t : spec.tmpfs)
+    if (t.dst == dst) return true;
+  return false;
+}
+}  // namespace
+
 bool mountsUnderProc(const SandboxSpec& spec) {
   auto under = [](const std::string& dst) { return dst == "/proc" || dst.rfind("/proc/", 0) == 0; };
   for (const auto& b : spec.binds)
@@ -402,22 +405,28 @@ bool mountsUnderProc(const SandboxSpec& spec) {
   return false;
 }
 
+namespace {
+Status bindWorkspace(const SandboxSpec& spec, const HostBinder& bind) {
+  return bind(spec.workspace, "/workspace", true, MS_NOSUID | MS_NODEV);
+}
+}  // namespace
+
 Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind,
-                       bool staticDevMade, bool proc) {
-  if (!staticDevMade)
+                       PerSandboxMounts how) {
+  if (!how.staticDevMade)
     if (auto st = makeStaticDev(devices); !st) return st;
   if (auto st = sysMount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !st) return st;
   if (auto st = sysMount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"); !st) return st;
   for (const auto& d : devices)
     if (auto st = bind(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
   if (auto st = makeDirs("/proc"); !st) return st;
-  if (proc)
+  if (how.proc)
     if (auto st = mountProc(); !st) return st;
   if (auto st = mountTmpfs("/tmp", 0); !st) return st;
   for (const auto& t : spec.tmpfs)
     if (auto st = mountTmpfs(t.dst, t.sizeBytes); !st) return st;
-  if (!spec.workspace.empty())
-    if (auto st = bind(spec.workspace, "/workspace", true, MS_NOSUID | MS_NODEV); !st) return st;
+  if (!spec.workspace.empty() && !how.workspaceMade)
+    if (auto st = bindWorkspace(spec, bind); !st) return st;
   for (const auto& b : spec.binds)
     if (auto st = bind(b.src, b.dst, b.rw, b.dev ? MS_NOSUID : MS_NOSUID | MS_NODEV); !st) return st;
   return {};
@@ -425,9 +434,26 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
 
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
                            const std::function<void()>& rooted, MountBuild how) {
+  // The namespace can be entered as soon as the command's working directory and /proc's mount
+  // point are there, right after the pivot, when that directory is the root or the workspace
+  // (and nothing of the spec's is mounted on the workspace). Elsewhere, once the per-sandbox
+  // mounts are done.
+  const std::string cwd = commandCwd(spec);
+  const bool workspaceCwd = cwd == "/workspace" && !spec.workspace.empty() && !mountsOn(spec, "/workspace");
+  const bool enterEarly = how.enterable && (cwd == "/" || workspaceCwd);
+  auto atRoot = [&]() -> Status {
+    if (rooted) rooted();
+    if (!enterEarly) return {};
+    if (auto st = makeDirs("/proc"); !st) return st;
+    if (workspaceCwd)
+      if (auto st = bindWorkspace(spec, bindMount); !st) return st;
+    how.enterable();
+    return {};
+  };
   EtcCopy etc(spec);
-  if (auto st = pivotToStaticRoot(spec, rooted, how.etcBeside ? &etc : nullptr); !st) return st;
-  if (auto st = mountPerSandbox(spec, devices, bindMount, false, how.proc); !st) return st;
+  if (auto st = pivotToStaticRoot(spec, atRoot, how.etcBeside ? &etc : nullptr); !st) return st;
+  if (auto st = mountPerSandbox(spec, devices, bindMount, {false, how.proc, enterEarly && workspaceCwd}); !st) return st;
+  if (how.enterable && !enterEarly) how.enterable();
   if (auto st = etc.finish(); !st) return st;
   for (const auto& p : etc.toBind())
     if (auto st = bindMount(p, p, false); !st) return st;

@@ -20,6 +20,13 @@ namespace akad::box {
 struct MountBuild {
   bool proc = true;
   bool etcBeside = false;  // on a thread of akabox's only: the init may not start threads
+  // Runs once the namespace can be entered: its root is the new root, and the command's
+  // working directory and /proc's mount point are there. With the working directory at the
+  // root or the workspace, that is right after the pivot; the rest of the build (the system
+  // directories, /dev, /tmp, the binds, /etc's copies, the host tree's detach, the read-only
+  // root) then goes on beside what enters. Only trusted set-up may run in the namespace until
+  // the build returns.
+  std::function<void()> enterable;
 };
 // `rooted` runs once the process's root is the sandbox's new root (still empty).
 Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
@@ -36,11 +43,12 @@ bool mountsUnderProc(const SandboxSpec& spec);
 using HostBinder = std::function<Status(const std::string& hostSrc, const std::string& dst, bool rw, unsigned long extra)>;
 // In a fresh mount namespace: pivot into a new tmpfs root holding the system directories (or
 // the prepared root) and /etc's essentials; the host's tree stays reachable until detachOldRoot.
-// `rooted` runs right after the pivot, before anything is mounted in the new root. With
-// `etcBeside`, /etc's files are copied on its thread, complete once its finish() returns
-// (mnt.cc), which the caller must call before the root is made read-only.
+// `rooted` runs right after the pivot, before anything is mounted in the new root; its failure
+// ends the build. With `etcBeside`, /etc's files are copied on its threads, started right
+// after `rooted` and complete once its finish() returns (mnt.cc), which the caller must call
+// before the root is made read-only.
 class EtcCopy;
-Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<void()>& rooted = {}, EtcCopy* etcBeside = nullptr);
+Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<Status()>& rooted = {}, EtcCopy* etcBeside = nullptr);
 Status detachOldRoot();
 // /dev's tmpfs with the standard nodes (null, zero, full, random, urandom, tty), the
 // symlinks (ptmx, fd, stdin, stdout, stderr), the pts and shm directories and a mount point
@@ -49,9 +57,14 @@ Status detachOldRoot();
 Status makeStaticDev(const std::vector<DevicePassthrough>& devices);
 // What every sandbox gets fresh, in this order: /dev (makeStaticDev, unless staticDevMade),
 // its own devpts and /dev/shm, the devices, /proc (its directory only, without `proc`), /tmp,
-// the spec's tmpfs mounts, the workspace, the spec's binds.
+// the spec's tmpfs mounts, the workspace (unless workspaceMade), the spec's binds.
+struct PerSandboxMounts {
+  bool staticDevMade = false;
+  bool proc = true;
+  bool workspaceMade = false;
+};
 Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices, const HostBinder& bind,
-                       bool staticDevMade, bool proc = true);
+                       PerSandboxMounts how);
 // The host paths pivotToStaticRoot copies or binds (or the prepared root itself).
 std::vector<std::string> staticRootHostPaths(const SandboxSpec& spec);
 // The host paths mountPerSandbox binds, in the order it binds them.

@@ -349,7 +349,7 @@ Status enterMountTemplate(const SandboxSpec& spec, const std::vector<DevicePasst
     t.fd.reset();
     return {};
   };
-  return mountPerSandbox(spec, devices, attach, true);
+  return mountPerSandbox(spec, devices, attach, {true});
 }
 
 Result<int> removeMountTemplates() {

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "sandbox/cpu.h"
@@ -29,6 +30,8 @@ MountNamespaceThread::~MountNamespaceThread() {
 Status MountNamespaceThread::start(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices) {
   spec_ = &spec;
   devices_ = &devices;
+  const char* slow = std::getenv("AKABOX_TEST_SLOW_DETACH");
+  slowDetach_ = slow && std::string(slow) == "1";
   // The build is the deepest of akabox's set-up paths (some tens of KiB of stack; the shared
   // init's stack is 1 MiB for it). Untouched pages cost nothing.
   const int rc = startHelperThread(&MountNamespaceThread::run, this, true, 1 << 20);
@@ -59,11 +62,17 @@ void* MountNamespaceThread::run(void* arg) {
       // root's read-only remount would fail with EBUSY), nor any host directory.
       st = errnoError("close_range(CLOSE_RANGE_UNSHARE)");
     } else {
-      st = buildMountNamespace(*self->spec_, *self->devices_, {}, MountBuild{false, true});
+      MountBuild how{false, true, [self] {
+                       setWordAndWake(self->enterable_);
+                       if (self->slowDetach_) ::usleep(100 * 1000);
+                     }};
+      st = buildMountNamespace(*self->spec_, *self->devices_, {}, how);
     }
   }
   self->built_ = std::move(st);
   setWordAndWake(self->done_);
+  // A build that failed before it was enterable: take() finds `done_` and the failure.
+  if (__atomic_load_n(&self->enterable_, __ATOMIC_RELAXED) == 0) setWordAndWake(self->enterable_);
   // The namespace lives on through akabox's file once it has one; the thread then ends.
   waitForWord(self->opened_, false);
   setWordAndWake(self->gone_);
@@ -80,10 +89,17 @@ Result<UniqueFd> MountNamespaceThread::take(bool spin) {
     openErr = errno;
   }
   setWordAndWake(opened_);
-  waitForWord(done_, spin);
-  if (!built_) return Error{"mount namespace: " + built_.error().message};
+  waitForWord(enterable_, spin);
+  if (__atomic_load_n(&done_, __ATOMIC_ACQUIRE) != 0 && !built_) return Error{"mount namespace: " + built_.error().message};
   if (!ns.valid()) return errnoError("mount namespace: open /proc/self/task/" + std::to_string(tid_) + "/ns/mnt", openErr);
   return ns;
+}
+
+Status MountNamespaceThread::finish(bool spin) {
+  if (!started_) return {};
+  waitForWord(done_, spin);
+  if (!built_) return Error{"mount namespace: " + built_.error().message};
+  return {};
 }
 
 }  // namespace akad::box

@@ -13,6 +13,12 @@
 // idle then; and /etc's files, half of the build, are copied on a second thread beside the
 // pivot and the binds (mnt.cc's EtcCopy).
 //
+// The namespace is handed over as soon as it can be entered (take()), before the end of the
+// build: /etc's copies, the old root's detach (an expedited RCU grace period) and the root's
+// read-only remount run beside the init's entry and the command's set-up, which is trusted
+// code up to its execve. akabox sends the go signal that the execve waits for only after
+// finish(), so the command never runs with the host's tree attached or the root writable.
+//
 // Only with CPUs to spare (subproc.h's spinningPays(): four or more). On two, the threads take
 // turns with akabox and the init, and spawns measured 0.6-0.8 ms slower on the development VM.
 // And only where the init shares akabox's memory (shared_clone.h): the thread allocates and
@@ -39,9 +45,12 @@ class MountNamespaceThread {
   // Starts the build, off the caller's CPU. `spec` and `devices` must outlive this object.
   Status start(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
   bool running() const { return started_; }
-  // Waits for the build and returns the namespace's file, or what failed. With `spin`, it
-  // polls for up to a millisecond before it sleeps (subproc.h's spinningPays()).
+  // Waits until the namespace can be entered and returns its file, or what failed. With
+  // `spin`, it polls for up to a millisecond before it sleeps (subproc.h's spinningPays()).
   Result<UniqueFd> take(bool spin);
+  // Waits for the end of the build (after take()): the sandbox's command may run only once
+  // this has returned success.
+  Status finish(bool spin);
 
  private:
   static void* run(void* self);
@@ -50,14 +59,19 @@ class MountNamespaceThread {
   const std::vector<DevicePassthrough>* devices_ = nullptr;
   bool started_ = false;
   // The thread's words (futexes), in order: `unshared_` once its namespace exists (`tid_` and
-  // `unshareFailed_` written before), `done_` once the build is done (`built_` before); then it
-  // waits for `opened_`, akabox's word that it holds the namespace's file (until then the
-  // thread's own hold keeps the namespace), and sets `gone_`, after which it touches nothing
-  // of this object.
+  // `unshareFailed_` written before), `enterable_` once it can be entered (mnt.h's
+  // MountBuild::enterable; set after `done_` by a build that fails first), `done_` once the
+  // build is done (`built_` before); then it waits for `opened_`, akabox's word that it holds
+  // the namespace's file (until then the thread's own hold keeps the namespace), and sets
+  // `gone_`, after which it touches nothing of this object.
   int tid_ = 0;
   bool unshareFailed_ = false;
+  // For tests only (AKABOX_TEST_SLOW_DETACH=1): the thread sleeps 100 ms once the namespace
+  // is enterable, so that a command let run before finish() would see the host's tree.
+  bool slowDetach_ = false;
   Status built_;
   alignas(4) int unshared_ = 0;
+  alignas(4) int enterable_ = 0;
   alignas(4) int done_ = 0;
   alignas(4) int opened_ = 0;
   alignas(4) int gone_ = 0;

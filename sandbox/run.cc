@@ -86,7 +86,8 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     entry.cgroupJoin.push_back(std::move(fd));
   }
   // Without a template, the mount thread's namespace, as soon as akabox's own share is done
-  // (the thread started before clone3).
+  // (the thread started before clone3) and the namespace can be entered; its build ends
+  // beside the init's entry and the command's set-up, before the go signal (runOnce).
   if (mountThread.running()) {
     auto ns = mountThread.take(spinningPays());
     if (!ns) return ns.error();
@@ -198,6 +199,9 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
     return failedAfterStart("cgroup " + std::string(cgroupVersionName(*version)) + ": " + st.error().message);
   // The thread brought lo up beside the release; the command execs only once it is.
   if (auto st = netns.loopbackUp(spinningPays()); !st) return failedAfterStart(st.error().message);
+  // The mount thread handed its namespace over before the host's tree was detached and the
+  // root made read-only (mnt_thread.h); the command execs only once that is done.
+  if (auto st = mountThread.finish(spinningPays()); !st) return failedAfterStart(st.error().message);
   if (auto st = (*init)->go(); !st) return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);

@@ -88,4 +88,10 @@ Result<SandboxSpec> parseSpec(const nlohmann::json& file, const nlohmann::json& 
 // The outside uid/gid the sandbox ids map to, after applying the defaults above.
 Result<std::pair<uid_t, gid_t>> outsideIds(const SandboxSpec& spec);
 
+// The command's working directory inside: `cwd`, else /workspace with a workspace, else /.
+inline std::string commandCwd(const SandboxSpec& spec) {
+  if (!spec.cwd.empty()) return spec.cwd;
+  return spec.workspace.empty() ? "/" : "/workspace";
+}
+
 }  // namespace akad::box

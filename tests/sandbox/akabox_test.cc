@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include "akad/version.h"
 #include "box_fixture.h"
@@ -725,6 +726,42 @@ TEST_F(BoxTest, LargeEtcFileIsBoundReadOnly) {
   EXPECT_EQ(r.exitStatus, 0) << r.err;
   EXPECT_EQ(r.out, std::to_string(big.size()) + "\n1\nread-only\n") << r.err;
   EXPECT_EQ(readAll(etc), before) << "the host's file is as it was";
+}
+
+// When the command runs, the host's tree is detached and the root read-only, on every path.
+// On the mount thread's (the "spin" mode here) the namespace is handed to the init before
+// that is done, and the test slows the thread down there (AKABOX_TEST_SLOW_DETACH, 100 ms):
+// a go signal sent before the build's end would let the command see /.oldroot.
+TEST_F(BoxTest, TheHostTreeIsDetachedAndTheRootReadOnlyWhenTheCommandRuns) {
+  inChild_ = [] { ::setenv("AKABOX_TEST_SLOW_DETACH", "1", 1); };
+  BoxRun r = run({}, {"/bin/sh", "-c", "cat /proc/self/mountinfo; echo ===; cat /etc/passwd"});
+  EXPECT_EQ(r.exitStatus, 0) << r.err;
+  const auto sep = r.out.find("===\n");
+  ASSERT_NE(sep, std::string::npos) << r.out;
+  int mounts = 0;
+  bool rootSeen = false;
+  std::istringstream in(r.out.substr(0, sep));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point, options;
+    f >> id >> parent >> dev >> root >> point >> options;
+    ++mounts;
+    EXPECT_NE(point.rfind("/.oldroot", 0), 0u) << "the host's tree is still attached: " << line;
+    if (point == "/") {
+      rootSeen = true;
+      EXPECT_EQ(options.rfind("ro,", 0), 0u) << "the root is writable: " << line;
+    }
+  }
+  EXPECT_TRUE(rootSeen) << r.out;
+  EXPECT_GT(mounts, 5) << r.out;
+  EXPECT_NE(r.out.find("akabox:x:1000:1000", sep), std::string::npos) << r.out;
+
+  // With a workspace, where the namespace is entered once the workspace is bound.
+  const std::string ws = tmp_ + "/ws";
+  ASSERT_EQ(::mkdir(ws.c_str(), 0777), 0);
+  ::chmod(ws.c_str(), 0777);
+  BoxRun w = run({"--workspace", ws}, {"/bin/sh", "-c", "pwd; grep -c ' /.oldroot' /proc/self/mountinfo; awk '$5 == \"/\" {print substr($6, 1, 3)}' /proc/self/mountinfo"});
+  EXPECT_EQ(w.out, "/workspace\n0\nro,\n") << w.err;
 }
 
 std::vector<std::string> templateFiles(const std::string& dir) {
