@@ -346,7 +346,8 @@ struct EarlyStart {
 [[noreturn]] void runCommand(const ContainContext& c, const SeccompPolicy* policy, bool restoreCpus, EarlyStart early) {
   const SandboxSpec& s = *c.spec;
   if (restoreCpus) (void)::sched_setaffinity(0, sizeof(c.placement.cpus), &c.placement.cpus);
-  must(c, sysOk(::setsid() < 0 ? -1 : 0, "setsid"), "new session");
+  // A process group of its own, in the session the init made (runSandboxInit).
+  if (!s.commandIsPid1) must(c, sysOk(::setpgid(0, 0), "setpgid"), "process group");
   must(c, wireStdio(c), "stdio");
   must(c, enterUserNamespace(s.uid, s.gid, c.outsideUid, c.outsideGid, early.procFd), "user namespace");
   must(c, dropCapabilities(), "dropping capabilities");
@@ -467,6 +468,10 @@ pid_t startSharedCommand(const ContainContext& c, Entry& entry, bool pinned) {
   // If akabox dies, so does the init, and with it every process of the pid namespace.
   must(c, sysOk(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)"), "parent-death signal");
   must(c, checkParentAlive(c.lifelineFd), "start");
+  // The sandbox's own session, without a controlling terminal (the caller's /dev/tty stays out
+  // of reach), made here while the init waits for akabox: a new session is a new scheduler
+  // autogroup, 0.03-0.04 ms that the command's set-up no longer pays. The command inherits it.
+  must(c, sysOk(::setsid() < 0 ? -1 : 0, "setsid"), "new session");
   // The sandbox's directories and files get exactly the modes set-up asks for, whatever
   // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
   ::umask(0);

@@ -59,7 +59,16 @@ struct NetworkNamespaceMaker::Job {
 NetworkNamespaceMaker::~NetworkNamespaceMaker() { finish(); }
 
 void NetworkNamespaceMaker::finish() {
-  if (running_) postJob(kNoJob);
+  if (!running_) return;
+  withIpcAndUts(true);  // if not decided yet: the thread waits for the decision
+  postJob(kNoJob);
+}
+
+void NetworkNamespaceMaker::withIpcAndUts(bool make) {
+  if (!running_ || ipcUtsDecidedHere_) return;
+  ipcUtsDecidedHere_ = true;
+  ipcUts_ = make;
+  setWordAndWake(ipcUtsDecided_);
 }
 
 Status NetworkNamespaceMaker::start() {
@@ -76,10 +85,20 @@ void* NetworkNamespaceMaker::run(void* arg) {
   Job job;
   self->job_ = &job;
   __atomic_store_n(&self->tid_, static_cast<int>(::syscall(SYS_gettid)), __ATOMIC_RELEASE);
-  const bool made = ::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0;
+  bool made = ::unshare(CLONE_NEWNET) == 0;
   if (!made) {
-    self->failedStep_ = "unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)";
+    self->failedStep_ = "unshare(CLONE_NEWNET)";
     self->err_ = errno;
+  }
+  // Then ipc and uts, if akabox wants them from here (withIpcAndUts(); decided long before
+  // the network namespace is made).
+  waitForWord(self->ipcUtsDecided_, false);
+  if (made && self->ipcUts_) {
+    made = ::unshare(CLONE_NEWIPC | CLONE_NEWUTS) == 0;
+    if (!made) {
+      self->failedStep_ = "unshare(CLONE_NEWIPC | CLONE_NEWUTS)";
+      self->err_ = errno;
+    }
   }
   setWordAndWake(self->opened_);
   if (made) {
@@ -140,6 +159,7 @@ Result<SandboxNamespaces> NetworkNamespaceMaker::makeHere() {
 
 Result<SandboxNamespaces> NetworkNamespaceMaker::take(bool spin) {
   if (!running_) return Error{"network namespace: not started"};
+  withIpcAndUts(true);
   SandboxNamespaces ns;
   // The pidfd while the thread works, if its id is out already (it is its first step).
   const int tid = __atomic_load_n(&tid_, __ATOMIC_ACQUIRE);

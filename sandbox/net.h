@@ -26,8 +26,10 @@ struct SandboxNamespaces {
 // and hands them over, then brings lo up: the init enters them with setns() on release while
 // the thread is still at it, and only the command's execve waits for lo (akabox sends the go
 // signal after loopbackUp()). The ipc namespace (its mqueue mount is most of its cost) and
-// the uts namespace come along in the same unshare: the init, whose set-up is the longer
-// side, then only enters them (GPU machine: the thread had a tenth of a millisecond to spare).
+// the uts namespace come along, made right after it, where the init's set-up is the longer
+// side (a template to copy): it then only enters them (GPU machine: the thread had a tenth of
+// a millisecond to spare). Where the mount thread builds the root (mnt_thread.h), the network
+// namespace is the longer side and the init makes its own (withIpcAndUts).
 //
 // The thread does not open its namespaces' files (opening /proc/thread-self/ns and three
 // files took 0.05 ms after the unshare on the GPU machine, on the thread's side of the
@@ -49,6 +51,12 @@ class NetworkNamespaceMaker {
 
   // Starts the thread (with every signal blocked: signals are for akabox's main thread).
   Status start();
+  // Whether the thread makes the ipc and uts namespaces too (after the network namespace),
+  // decided once the spec is known: not when akabox's mount thread builds the root, for then
+  // the init waits for the mount namespace anyway and makes its own in that time, and the
+  // network namespace, the longest part of the set-up there, is ready 0.04-0.05 ms sooner.
+  // take() and finish() decide yes if nobody did.
+  void withIpcAndUts(bool make);
   bool running() const { return running_; }
   // Waits for the namespaces and returns them, or what failed. With `spin`, it polls for up
   // to a millisecond before it sleeps (subproc.h's spinningPays()).
@@ -75,12 +83,16 @@ class NetworkNamespaceMaker {
   // Posts the thread's job (kDropJob or kNoJob, net.cc) and wakes it; then the thread is on
   // its own.
   void postJob(int job);
+  // akabox's word `ipcUtsDecided_` tells the thread whether to make ipc and uts.
   // The thread is detached and reports through three words: `tid_` at its start, `opened_`
   // once its namespaces are made (or their making failed), `done_` once lo is up (or that
   // failed). With `done_` it also publishes `job_`, a word on its own stack that lives as long
   // as the thread: after `done_` the thread touches nothing of this object, which may go
   // before the thread has read its job.
   alignas(4) int tid_ = 0;
+  alignas(4) int ipcUtsDecided_ = 0;  // `ipcUts_` written before
+  bool ipcUts_ = true;
+  bool ipcUtsDecidedHere_ = false;  // akabox's side: the word is set
   alignas(4) int opened_ = 0;
   alignas(4) int done_ = 0;
   struct Job;

@@ -138,6 +138,8 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
   MountNamespaceThread mountThread;
   if (mountNamespaceOnThread(spec))
     if (auto st = mountThread.start(spec, devices); !st) return setupFailure(st.error().message);
+  // The init makes its own ipc and uts namespaces while it waits for the mount thread's.
+  netns.withIpcAndUts(!mountThread.running());
 
   // v2 starts the init inside its cgroup (clone3's CLONE_INTO_CGROUP), so on a v2 host the
   // version and the directory are settled before clone3. Elsewhere detection (which reads the
@@ -180,8 +182,8 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
   req.devices = devices;
   req.stdinFd = stdinFile.get();
   req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
-  req.ipcUtsFromThread = spec.net == NetMode::None && netns.running();
-  req.namespaceThread = req.ipcUtsFromThread ? &netns : nullptr;
+  req.ipcUtsFromThread = spec.net == NetMode::None && netns.running() && !mountThread.running();
+  req.namespaceThread = spec.net == NetMode::None && netns.running() ? &netns : nullptr;
   req.mountNsFromThread = mountThread.running();
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
