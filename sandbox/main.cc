@@ -15,6 +15,7 @@
 #include "sandbox/mnt_template.h"
 #include "sandbox/net.h"
 #include "sandbox/run.h"
+#include "sandbox/subproc.h"
 
 using nlohmann::json;
 namespace box = akad::box;
@@ -187,6 +188,9 @@ int main(int argc, char** argv) {
   // otherwise after all.
   box::NetworkNamespaceMaker early;
   if (box::networkNamespaceEarly(argc, argv)) (void)early.start();
+  // The thread that will start the sandbox's init warms up meanwhile (subproc.h).
+  box::InitLender lender;
+  if (argc > 1 && std::strcmp(argv[1], "run") == 0 && box::initLenderPays()) (void)lender.start();
 
   // Everything after "--" is the command, untouched by option parsing.
   std::vector<std::string> command;
@@ -239,7 +243,7 @@ int main(int argc, char** argv) {
       return 125;
     }
   }
-  box::SandboxResult result = box::runSandbox(*spec, &early);
+  box::SandboxResult result = box::runSandbox(*spec, {&early, &lender});
   if (auto st = box::deliverResult(*spec, result); !st) {
     std::fprintf(stderr, "akabox: %s\n", st.error().message.c_str());
     return 125;

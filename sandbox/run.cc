@@ -13,6 +13,7 @@
 #include "sandbox/mnt_thread.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/shared_clone.h"
 #include "sandbox/subproc.h"
 
 namespace akad::box {
@@ -114,7 +115,7 @@ bool networkOnThread(bool mountTemplate) { return mountTemplate || usableCpus() 
 
 // One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
 // template it took first turned out stale, which only an attempt with `lastTemplate` does.
-std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMaker& netns, bool lastTemplate) {
+std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMaker& netns, InitLender& lender, bool lastTemplate) {
   auto ids = outsideIds(spec);
   if (!ids) return setupFailure(ids.error().message);
 
@@ -185,6 +186,7 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
   req.ipcUtsFromThread = spec.net == NetMode::None && netns.running() && !mountThread.running();
   req.namespaceThread = spec.net == NetMode::None && netns.running() ? &netns : nullptr;
   req.mountNsFromThread = mountThread.running();
+  req.lender = &lender;
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
   auto init = SandboxInit::start(req);
@@ -272,7 +274,7 @@ bool networkNamespaceEarly(int argc, char** argv) {
   return networkOnThread(mountTemplate);
 }
 
-SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) {
+SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early) {
   ensureStdFds();
   ::signal(SIGPIPE, SIG_IGN);
   // A caller that ignores SIGCHLD hands that on through exec, and the kernel would then reap
@@ -285,17 +287,23 @@ SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early) 
   // First, so that it runs beside everything else (net.h), unless main() started it already;
   // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
   NetworkNamespaceMaker own;
-  NetworkNamespaceMaker& netns = early && early->running() && spec.net == NetMode::None ? *early : own;
-  if (early && &netns != early) early->finish();  // started for nothing: the spec has another network
+  NetworkNamespaceMaker* earlyNet = early.netns;
+  NetworkNamespaceMaker& netns = earlyNet && earlyNet->running() && spec.net == NetMode::None ? *earlyNet : own;
+  if (earlyNet && &netns != earlyNet) earlyNet->finish();  // started for nothing: the spec has another network
   if (spec.net == NetMode::None && !netns.running() && networkOnThread(spec.mountTemplate))
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
+
+  // The thread that will start an init sharing akabox's memory, started by main() (the first
+  // attempt uses it, if it is ready; a second starts its own).
+  InitLender none;
+  InitLender& lender = early.lender ? *early.lender : none;
 
   // With a mount template, the first attempt takes the template its layout used last and
   // checks it while the namespace thread works; if the host changed meanwhile (rare: a mount
   // over a path the root takes from it, a changed /etc file), that attempt is dropped before
   // the init is released, and the second builds or takes the current one.
-  if (auto r = runOnce(spec, netns, true)) return *r;
-  return *runOnce(spec, netns, false);
+  if (auto r = runOnce(spec, netns, lender, true)) return *r;
+  return *runOnce(spec, netns, lender, false);
 }
 
 Status deliverResult(const SandboxSpec& spec, const SandboxResult& result) {

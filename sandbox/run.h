@@ -9,10 +9,15 @@
 namespace akad::box {
 
 class NetworkNamespaceMaker;
+class InitLender;
 
-// `early`: a network namespace thread main() already started before parsing (net.h), used if
-// the spec wants one and dropped otherwise.
-SandboxResult runSandbox(const SandboxSpec& spec, NetworkNamespaceMaker* early = nullptr);
+// Threads main() started before parsing: the network namespace's (net.h), used if the spec
+// wants one and dropped otherwise, and the init's lender (subproc.h), used if ready.
+struct EarlyThreads {
+  NetworkNamespaceMaker* netns = nullptr;
+  InitLender* lender = nullptr;
+};
+SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early = {});
 
 // Whether main() may start the network namespace before parsing: `akabox run` whose flags
 // alone say --net none (no --net, no --spec) and that runSandbox would make it on a thread.

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -108,6 +109,13 @@ void* lendToInit(void* arg) {
   return nullptr;  // `stack` is unmapped on the way out
 }
 
+// What the lender warms up ahead (InitLender): heap pages in its arena, and the top of the
+// init's stack (the build is some tens of KiB deep). A free under 64 KiB does not trim the
+// arena's heap, so the pages stay for the init.
+constexpr size_t kWarmHeapBytes = 32 * 1024;
+constexpr size_t kWarmStackBytes = 64 * 1024;
+constexpr int kLenderLaunch = 1, kLenderEnd = 2;
+
 unsigned long cloneFlags(bool mountNsHanded) {
   // Only what must exist at birth: the pid namespace (the init is its pid 1) and, where the
   // init builds it, the mount namespace. The init unshares its ipc and uts namespaces itself,
@@ -204,6 +212,8 @@ bool earlyCommandAsked() {
   return asked && std::strcmp(asked, "1") == 0;
 }
 
+bool initLenderPays() { return kCanShareMemory && !earlyCommandAsked() && spinningPays(); }
+
 bool earlyCommandFor(const SandboxSpec& spec) {
   return !spec.commandIsPid1 && !spec.mountTemplate && spinningPays() && earlyCommandAsked();
 }
@@ -285,8 +295,9 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   self->launch_ = std::make_unique<InitLaunch>();
   InitLaunch& l = *self->launch_;
   const bool shared = kCanShareMemory && !earlyCommand;
+  InitLender* lender = shared && req.lender && req.lender->available() ? req.lender : nullptr;
   if (shared) {
-    l.stack = ChildStack(kInitStackBytes);
+    l.stack = lender ? lender->takeStack() : ChildStack(kInitStackBytes);
     if (!l.stack.valid()) return errnoError("mmap (the sandbox init's stack)");
   }
   ContainContext& c = l.ctx;
@@ -334,8 +345,11 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
     // unblocks its own (contain.cc).
     l.moveInit = place.restoreCpus;
     l.initCpus = others;
-    const int e = startHelperThread(&lendToInit, &l, false);
-    if (e != 0) return errnoError("pthread_create (the thread that starts the sandbox's init)", e);
+    if (lender) {
+      lender->launch(&l);
+    } else if (const int e = startHelperThread(&lendToInit, &l, false); e != 0) {
+      return errnoError("pthread_create (the thread that starts the sandbox's init)", e);
+    }
     while (__atomic_load_n(&l.ready, __ATOMIC_ACQUIRE) == 0)
       (void)::syscall(SYS_futex, &l.ready, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
     pid = l.result;
@@ -358,6 +372,54 @@ Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req)
   self->channel_ = std::move(channelParent);
   for (int fd : {self->stdout_.get(), self->stderr_.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
   return self;
+}
+
+Status InitLender::start() {
+  // Off akabox's CPU: it warms up beside akabox's own start-up.
+  const int rc = startHelperThread(&InitLender::run, this, true);
+  if (rc != 0) return errnoError("pthread_create (the thread that will start the sandbox's init)", rc);
+  running_ = true;
+  return {};
+}
+
+InitLender::~InitLender() {
+  if (!running_ || used_) return;
+  waitForWord(warm_, false);  // until then the thread writes stack_
+  __atomic_store_n(&job_, kLenderEnd, __ATOMIC_RELEASE);
+  ::syscall(SYS_futex, &job_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+void* InitLender::run(void* arg) {
+  auto* self = static_cast<InitLender*>(arg);
+  if (void* p = std::malloc(kWarmHeapBytes)) {
+    std::memset(p, 0, kWarmHeapBytes);
+    std::free(p);
+  }
+  ChildStack stack(kInitStackBytes);
+  if (stack.valid()) {
+    char* top = static_cast<char*>(stack.bottom()) + stack.size();
+    constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE, Linux 5.14; newer than Debian 12's headers
+    if (::madvise(top - kWarmStackBytes, kWarmStackBytes, kPopulateWrite) != 0)
+      for (char* p = top - kWarmStackBytes; p < top; p += 4096) *reinterpret_cast<volatile char*>(p) = 0;
+  }
+  self->stack_ = std::move(stack);
+  const bool spin = spinningPays();
+  setWordAndWake(self->warm_);
+  waitForWord(self->job_, spin);
+  if (__atomic_load_n(&self->job_, __ATOMIC_ACQUIRE) != kLenderLaunch) return nullptr;
+  return lendToInit(self->launch_);  // `self` may be gone from here on
+}
+
+ChildStack InitLender::takeStack() {
+  waitForWord(warm_, false);
+  return std::move(stack_);
+}
+
+void InitLender::launch(InitLaunch* l) {
+  used_ = true;
+  launch_ = l;
+  __atomic_store_n(&job_, kLenderLaunch, __ATOMIC_RELEASE);
+  ::syscall(SYS_futex, &job_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 SandboxInit::~SandboxInit() {

@@ -22,12 +22,58 @@
 #include "sandbox/net.h"
 #include "sandbox/output.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/shared_clone.h"
 #include "sandbox/spec.h"
 
 namespace akad::box {
 
 struct EntryMessage;  // contain.h
 struct InitLaunch;    // subproc.cc
+
+// The thread that lends an init sharing akabox's memory its thread-local state
+// (shared_clone.h), started ahead: as soon as akabox knows it will start such an init, beside
+// the rest of its start-up, rather than when the init is due. Meanwhile it gets ready what the
+// init would otherwise pay for after clone3: its malloc arena (a new thread's first malloc
+// maps one: four system calls) with some pages of it touched, and the init's stack with its
+// top pages in memory. On the development VM, where a page fault costs 15-20 us, the init's
+// first system call came 0.2 ms after clone3 and its arena's set-up followed. One lender
+// starts one init; without one (or once it is used, or while it still warms up)
+// SandboxInit::start makes its thread itself, as it did before. main() starts it first
+// thing, so that it is ready by then, where that pays (initLenderPays()).
+class InitLender {
+ public:
+  InitLender() = default;
+  // An unused lender's thread is told to end.
+  ~InitLender();
+  InitLender(const InitLender&) = delete;
+  InitLender& operator=(const InitLender&) = delete;
+
+  Status start();
+  // Started, unused, and warmed up: a lender still warming up is passed over rather than
+  // waited for.
+  bool available() const { return running_ && !used_ && __atomic_load_n(&warm_, __ATOMIC_ACQUIRE) != 0; }
+
+ private:
+  friend class SandboxInit;
+  static void* run(void* self);
+  // Waits for the warm-up and takes the stack the thread made (invalid if its mmap failed).
+  ChildStack takeStack();
+  // Hands the thread the init to start; it touches nothing of this object afterwards.
+  void launch(InitLaunch* l);
+
+  bool running_ = false;
+  bool used_ = false;
+  ChildStack stack_;  // made by the thread, published with `warm_`
+  InitLaunch* launch_ = nullptr;  // written before `job_`
+  alignas(4) int warm_ = 0;
+  alignas(4) int job_ = 0;  // 1: launch, 2: end
+};
+
+// Whether main() starts an InitLender before parsing: the init will share akabox's memory (no
+// early command asked for, earlyCommandFor) and there are CPUs to spare (spinningPays()). On
+// two CPUs the lender's start and warm-up took the CPU the init then needed, and were not
+// done in time: spawns measured 0.2-0.4 ms slower on the development VM.
+bool initLenderPays();
 
 struct SpawnRequest {
   const SandboxSpec* spec = nullptr;
@@ -43,6 +89,8 @@ struct SpawnRequest {
   // That thread, if it runs: its last job is to drop akabox's hold on the sandbox's mount
   // namespace once the init is gone (subproc.cc); without it, a thread is started for that.
   NetworkNamespaceMaker* namespaceThread = nullptr;
+  // A lending thread started ahead, if there is one available (InitLender).
+  InitLender* lender = nullptr;
   // akabox's mount thread builds the sandbox's mount namespace (mnt_thread.h): the init is
   // born without one of its own and enters that one when handed it (handMountNamespace()).
   bool mountNsFromThread = false;
