@@ -477,7 +477,9 @@ pid_t startSharedCommand(const ContainContext& c, Entry& entry, bool pinned) {
   ::umask(0);
   // The ipc namespace (its mqueue mount is a fifth of clone3's cost) and the uts namespace
   // are not made in clone3, on the serial path: akabox's namespace thread makes them beside
-  // everything else and the release brings them (net.h); without it the init makes them here.
+  // everything else and the release brings them (net.h); where the mount thread builds the
+  // root (the init then waits for it anyway), with --net host and with the early command, the
+  // init makes them here.
   if (!c.ipcUtsHanded) {
     must(c, sysOk(::unshare(CLONE_NEWIPC | CLONE_NEWUTS), "unshare(CLONE_NEWIPC | CLONE_NEWUTS)"), "ipc and uts namespaces");
     must(c, sysOk(::sethostname(s.hostname.data(), s.hostname.size()), "sethostname"), "uts namespace");

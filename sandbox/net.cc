@@ -139,24 +139,6 @@ bool NetworkNamespaceMaker::lastJob(int ns, int done) {
   return true;
 }
 
-Result<SandboxNamespaces> NetworkNamespaceMaker::makeHere() {
-  UniqueFd own(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-  if (!own.valid()) return errnoError("open /proc/thread-self/ns/net (akabox's own network namespace)");
-  SandboxNamespaces made;
-  const char* failed = nullptr;
-  if (::unshare(CLONE_NEWNET) != 0) failed = "unshare(CLONE_NEWNET)";
-  if (!failed) {
-    made.net.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-    if (!made.net.valid()) failed = "open /proc/thread-self/ns/net";
-  }
-  if (!failed) failed = bringLoopbackUp();
-  const int err = errno;
-  // Back home first, whatever happened: akabox must not stay in the sandbox's namespace.
-  if (::setns(own.get(), CLONE_NEWNET) != 0) return errnoError("setns back to akabox's own network namespace");
-  if (failed) return errnoError(std::string("network namespace: ") + failed, err);
-  return made;
-}
-
 Result<SandboxNamespaces> NetworkNamespaceMaker::take(bool spin) {
   if (!running_) return Error{"network namespace: not started"};
   withIpcAndUts(true);

@@ -9,10 +9,10 @@
 
 namespace akad::box {
 
-// The namespaces as handed over: from the thread, a pidfd of the thread itself (`task`), which
-// holds all three for as long as it lives and which the init enters with one setns(); from
-// makeHere(), the network namespace's file (`net`) alone, and the init unshares ipc and uts
-// itself. Where the kernel has no thread pidfds (before 6.9), the thread's three files.
+// The namespaces as handed over: a pidfd of the thread itself (`task`), which holds them for
+// as long as it lives and which the init enters with one setns(). Where the kernel has no
+// thread pidfds (before 6.9), the thread's files: the network namespace's and, when it made
+// them (withIpcAndUts), the ipc and uts namespaces'.
 struct SandboxNamespaces {
   UniqueFd task;
   UniqueFd net, ipc, uts;
@@ -20,7 +20,9 @@ struct SandboxNamespaces {
 
 // Creating a network namespace is the costliest single step of a spawn (every protocol
 // registers its per-namespace state: 0.55-0.75 ms), so akabox starts it on a thread of its
-// own as soon as the spec is parsed, and the rest of the set-up runs beside it: akabox's
+// own before parsing where the command line allows (else as soon as the spec is parsed), on
+// every host (on two CPUs too: started before parsing, it is done before the init's mount
+// build, with which it used to take turns), and the rest of the set-up runs beside it: akabox's
 // checks, clone3, the cgroup, the seccomp policy, and in the init the mount namespace. The
 // thread unshares the namespaces for itself alone (namespaces are per thread), opens them
 // and hands them over, then brings lo up: the init enters them with setns() on release while
@@ -71,12 +73,6 @@ class NetworkNamespaceMaker {
   bool lastJob(int ns, int done);
   // No last job: the thread exits (also the destructor's work).
   void finish();
-
-  // Without the thread: makes the namespace from the calling thread, which steps into it and
-  // straight back into its own. For two CPUs without a mount template, where the thread would
-  // take turns with the init's mount build (the longest part), while akabox's own share of
-  // the set-up leaves room for it.
-  static Result<SandboxNamespaces> makeHere();
 
  private:
   static void* run(void* self);

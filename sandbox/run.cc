@@ -102,16 +102,12 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     return Error{"the mount template taken first is stale"};
   }
   if (spec.net == NetMode::None) {
-    auto ns = netns.running() ? netns.take(spinningPays()) : NetworkNamespaceMaker::makeHere();
+    auto ns = netns.take(spinningPays());
     if (!ns) return ns.error();
     entry.ns = std::move(*ns);  // release() leaves ipc and uts out if the init makes its own
   }
   return entry;
 }
-
-// Whether the network namespace is made on its own thread: not on two CPUs without a template,
-// where the thread would take turns with the init's mount build (net.h, makeHere()).
-bool networkOnThread(bool mountTemplate) { return mountTemplate || usableCpus() >= 3; }
 
 // One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
 // template it took first turned out stale, which only an attempt with `lastTemplate` does.
@@ -266,12 +262,9 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
 
 bool networkNamespaceEarly(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "run") != 0) return false;
-  bool mountTemplate = false;
-  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
     if (std::strncmp(argv[i], "--net", 5) == 0 || std::strncmp(argv[i], "--spec", 6) == 0) return false;
-    if (std::strcmp(argv[i], "--mount-template") == 0) mountTemplate = true;
-  }
-  return networkOnThread(mountTemplate);
+  return true;
 }
 
 SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early) {
@@ -284,13 +277,12 @@ SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early) {
   if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
     return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
 
-  // First, so that it runs beside everything else (net.h), unless main() started it already;
-  // on two CPUs without a template, akabox makes it in its own share of the set-up instead.
+  // First, so that it runs beside everything else (net.h), unless main() started it already.
   NetworkNamespaceMaker own;
   NetworkNamespaceMaker* earlyNet = early.netns;
   NetworkNamespaceMaker& netns = earlyNet && earlyNet->running() && spec.net == NetMode::None ? *earlyNet : own;
   if (earlyNet && &netns != earlyNet) earlyNet->finish();  // started for nothing: the spec has another network
-  if (spec.net == NetMode::None && !netns.running() && networkOnThread(spec.mountTemplate))
+  if (spec.net == NetMode::None && !netns.running())
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
   // The thread that will start an init sharing akabox's memory, started by main() (the first

@@ -20,7 +20,7 @@ struct EarlyThreads {
 SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early = {});
 
 // Whether main() may start the network namespace before parsing: `akabox run` whose flags
-// alone say --net none (no --net, no --spec) and that runSandbox would make it on a thread.
+// alone say --net none (no --net, no --spec).
 bool networkNamespaceEarly(int argc, char** argv);
 
 // Writes the result JSON to spec.resultPath / spec.resultFd, or the summary line to stderr.
