@@ -65,6 +65,11 @@ class ChildStack {
   bool valid() const { return base_ != nullptr; }
   void* bottom() const { return static_cast<char*>(base_) + kGuard; }  // lowest usable byte
   size_t size() const { return size_; }
+  // Forgets the mapping without unmapping it: the process's exit takes it with the rest.
+  void leave() {
+    base_ = nullptr;
+    size_ = 0;
+  }
   static constexpr size_t kGuard = 4096;
 
  private:
