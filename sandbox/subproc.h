@@ -178,9 +178,13 @@ class SandboxInit {
  private:
   SandboxInit() = default;
   void killAndReap();
+  // Once the init is reaped: the lending thread closes the listener (or just goes on, given
+  // none); without a lending thread, the listener closes here.
+  void handListenerToLender(UniqueFd listener);
   Status sendEntry(const EntryMessage& m, const std::vector<int>& fds, const std::string& filter);
   SpawnRequest req_;
   std::unique_ptr<InitLaunch> launch_;  // what the init runs from, while it runs
+  struct LenderJob* lenderJob_ = nullptr;  // the lending thread's, until handed a job
   const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
   pid_t pid_ = -1;
   bool reaped_ = false;
