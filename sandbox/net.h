@@ -29,8 +29,8 @@ struct SandboxNamespaces {
 // the thread is still at it, and only the command's execve waits for lo (akabox sends the go
 // signal after loopbackUp()). The ipc namespace (its mqueue mount is most of its cost) and
 // the uts namespace come along, made right after it, where the init's set-up is the longer
-// side (a template to copy): it then only enters them (GPU machine: the thread had a tenth of
-// a millisecond to spare). Where the mount thread builds the root (mnt_thread.h), the network
+// side (a template to copy; on two CPUs its own mount build): it then only enters them (GPU
+// machine: the thread had a tenth of a millisecond to spare). Where the mount thread builds the root (mnt_thread.h), the network
 // namespace is the longer side and the init makes its own (withIpcAndUts).
 //
 // The thread does not open its namespaces' files (opening /proc/thread-self/ns and three
