@@ -386,23 +386,19 @@ Status enterBuiltMountNamespace(int nsFd) {
 }
 
 namespace {
-// Whether a bind or tmpfs of the spec is mounted exactly at `dst`.
-bool mountsOn(const SandboxSpec& spec, const std::string& dst) {
+// Whether a bind or tmpfs of the spec is mounted at a destination that `at` accepts.
+template <typename Pred>
+bool anyMountAt(const SandboxSpec& spec, Pred at) {
   for (const auto& b : spec.binds)
-    if (b.dst == dst) return true;
+    if (at(b.dst)) return true;
   for (const auto& t : spec.tmpfs)
-    if (t.dst == dst) return true;
+    if (at(t.dst)) return true;
   return false;
 }
 }  // namespace
 
 bool mountsUnderProc(const SandboxSpec& spec) {
-  auto under = [](const std::string& dst) { return dst == "/proc" || dst.rfind("/proc/", 0) == 0; };
-  for (const auto& b : spec.binds)
-    if (under(b.dst)) return true;
-  for (const auto& t : spec.tmpfs)
-    if (under(t.dst)) return true;
-  return false;
+  return anyMountAt(spec, [](const std::string& dst) { return dst == "/proc" || dst.rfind("/proc/", 0) == 0; });
 }
 
 namespace {
@@ -439,7 +435,7 @@ Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePass
   // (and nothing of the spec's is mounted on the workspace). Elsewhere, once the per-sandbox
   // mounts are done.
   const std::string cwd = commandCwd(spec);
-  const bool workspaceCwd = cwd == "/workspace" && !spec.workspace.empty() && !mountsOn(spec, "/workspace");
+  const bool workspaceCwd = cwd == "/workspace" && !spec.workspace.empty() && !anyMountAt(spec, [](const std::string& dst) { return dst == "/workspace"; });
   const bool enterEarly = how.enterable && (cwd == "/" || workspaceCwd);
   auto atRoot = [&]() -> Status {
     if (rooted) rooted();

@@ -65,8 +65,8 @@ void NetworkNamespaceMaker::finish() {
 }
 
 void NetworkNamespaceMaker::withIpcAndUts(bool make) {
-  if (!running_ || ipcUtsDecidedHere_) return;
-  ipcUtsDecidedHere_ = true;
+  // Only akabox's main thread sets the word, so a plain read of it tells whether it did.
+  if (!running_ || ipcUtsDecided_ != 0) return;
   ipcUts_ = make;
   setWordAndWake(ipcUtsDecided_);
 }

@@ -88,7 +88,6 @@ class NetworkNamespaceMaker {
   alignas(4) int tid_ = 0;
   alignas(4) int ipcUtsDecided_ = 0;  // `ipcUts_` written before
   bool ipcUts_ = true;
-  bool ipcUtsDecidedHere_ = false;  // akabox's side: the word is set
   alignas(4) int opened_ = 0;
   alignas(4) int done_ = 0;
   struct Job;

@@ -13,7 +13,6 @@
 #include "sandbox/mnt_thread.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
-#include "sandbox/shared_clone.h"
 #include "sandbox/subproc.h"
 
 namespace akad::box {
@@ -111,7 +110,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
 
 // One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
 // template it took first turned out stale, which only an attempt with `lastTemplate` does.
-std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMaker& netns, InitLender& lender, bool lastTemplate) {
+std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMaker& netns, InitLender* lender, bool lastTemplate) {
   auto ids = outsideIds(spec);
   if (!ids) return setupFailure(ids.error().message);
 
@@ -182,7 +181,7 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMa
   req.ipcUtsFromThread = spec.net == NetMode::None && netns.running() && !mountThread.running();
   req.namespaceThread = spec.net == NetMode::None && netns.running() ? &netns : nullptr;
   req.mountNsFromThread = mountThread.running();
-  req.lender = &lender;
+  req.lender = lender;
   // Declared after the cgroup: on a failure the init is killed and reaped before the cgroup
   // is removed.
   auto init = SandboxInit::start(req);
@@ -285,17 +284,14 @@ SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early) {
   if (spec.net == NetMode::None && !netns.running())
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);
 
-  // The thread that will start an init sharing akabox's memory, started by main() (the first
-  // attempt uses it, if it is ready; a second starts its own).
-  InitLender none;
-  InitLender& lender = early.lender ? *early.lender : none;
-
   // With a mount template, the first attempt takes the template its layout used last and
   // checks it while the namespace thread works; if the host changed meanwhile (rare: a mount
   // over a path the root takes from it, a changed /etc file), that attempt is dropped before
   // the init is released, and the second builds or takes the current one.
-  if (auto r = runOnce(spec, netns, lender, true)) return *r;
-  return *runOnce(spec, netns, lender, false);
+  // The thread main() started to lend the init its state serves one attempt, if it is ready
+  // by then (InitLender); the other starts its own.
+  if (auto r = runOnce(spec, netns, early.lender, true)) return *r;
+  return *runOnce(spec, netns, early.lender, false);
 }
 
 Status deliverResult(const SandboxSpec& spec, const SandboxResult& result) {
