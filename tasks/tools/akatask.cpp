@@ -5,9 +5,9 @@
 //                                          or only the visible ones, as an agent gets it)
 //   akatask get TASK_DIR KEY               prints a scalar (timing.rounds) or a list's items one
 //                                          per line (build.reference, editable)
-//   akatask speedup BASE_DIR CAND_DIR      pools <group>.times.json of every round folder under
-//                                          each dir and prints median times, per-group speedup
-//                                          and their geometric mean
+//   akatask speedup BASE_DIR CAND_DIR      pools the driver's samples (report.json) of every round
+//                                          folder under each dir and prints median times,
+//                                          per-group speedup and their geometric mean
 // Exit status: 0 ok, 1 invalid task or missing data, 2 usage.
 #include <yaml-cpp/yaml.h>
 
@@ -122,15 +122,13 @@ int printKey(const fs::path& dir, const std::string& key) {
 std::map<std::string, std::vector<double>> pooledSamples(const fs::path& root) {
   std::map<std::string, std::vector<double>> samples;
   for (const fs::directory_entry& round : fs::directory_iterator(root)) {
-    if (!round.is_directory()) continue;
-    for (const fs::directory_entry& f : fs::directory_iterator(round.path())) {
-      std::string name = f.path().filename().string();
-      const std::string suffix = ".times.json";
-      if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-      std::ifstream in(f.path());
-      nlohmann::json j = nlohmann::json::parse(in);
-      auto& v = samples[name.substr(0, name.size() - suffix.size())];
-      for (const nlohmann::json& s : j.at("samples_ns")) v.push_back(s.get<double>());
+    const fs::path report = round.path() / "report.json";
+    if (!round.is_directory() || !fs::exists(report)) continue;
+    std::ifstream in(report);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const nlohmann::json& g : j.at("groups")) {
+      auto& v = samples[g.at("name").get<std::string>()];
+      for (const nlohmann::json& s : g.at("samples_ns")) v.push_back(s.get<double>());
     }
   }
   return samples;
@@ -155,7 +153,7 @@ int printSpeedup(const fs::path& baseRoot, const fs::path& candRoot) {
     logSum += std::log(mb / mc);
     ++n;
   }
-  if (n == 0) throw TaskError("no times.json files under " + baseRoot.string());
+  if (n == 0) throw TaskError("no report.json under " + baseRoot.string());
   std::printf("%-24s %12s %12s %8.2fx\n", "geomean", "", "", std::exp(logSum / n));
   return 0;
 }

@@ -29,6 +29,8 @@ struct Case {
 struct PerfGroup {
   std::string name;
   std::vector<std::string> cases;
+  int empty = 0;      // the driver's calibration calls (given only to the trusted baseline)
+  double keep = 0;    // probability that a timed call's output is verified
 };
 
 struct Perf {
@@ -123,6 +125,10 @@ inline Plan readPlan(const std::string& path) {
           pg.cases.push_back(name);
         }
         if (pg.cases.empty()) throw Error(path + ": perf group '" + pg.name + "' has no cases");
+        pg.empty = g.value("empty", 0);
+        pg.keep = g.value("keep", 0.0);
+        if (pg.empty < 0 || !(pg.keep >= 0 && pg.keep <= 1))
+          throw Error(path + ": perf group '" + pg.name + "' needs empty >= 0 and keep in [0, 1]");
         plan.perf.groups.push_back(std::move(pg));
       }
     }

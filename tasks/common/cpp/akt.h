@@ -55,20 +55,34 @@ inline DType parseDType(const std::string& s) {
   throw Error("unknown dtype '" + s + "' (expected f32, f64, f16, bf16, i32, i64, u8 or i8)");
 }
 
-// 64-byte aligned storage so kernels may use aligned SIMD loads on every tensor.
+// 64-byte aligned storage so kernels may use aligned SIMD loads on every tensor. A view
+// (Buffer::view) points into memory owned elsewhere, such as the shared region through which the
+// scorer's driver hands a worker its inputs; copying a view makes an owned copy.
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t n) : size_(n) {
+  explicit Buffer(size_t n) : size_(n), owned_(true) {
     if (n == 0) return;
     data_ = static_cast<unsigned char*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
     if (!data_) throw std::bad_alloc();
     std::memset(data_, 0, n);
   }
+  static Buffer view(unsigned char* data, size_t n) {
+    Buffer b;
+    b.data_ = data;
+    b.size_ = n;
+    return b;
+  }
   Buffer(const Buffer& o) : Buffer(o.size_) { if (size_) std::memcpy(data_, o.data_, size_); }
-  Buffer(Buffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  Buffer& operator=(Buffer o) noexcept { std::swap(data_, o.data_); std::swap(size_, o.size_); return *this; }
-  ~Buffer() { std::free(data_); }
+  Buffer(Buffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), owned_(std::exchange(o.owned_, false)) {}
+  Buffer& operator=(Buffer o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(owned_, o.owned_);
+    return *this;
+  }
+  ~Buffer() { if (owned_) std::free(data_); }
   unsigned char* data() { return data_; }
   const unsigned char* data() const { return data_; }
   size_t size() const { return size_; }
@@ -76,6 +90,7 @@ class Buffer {
  private:
   unsigned char* data_ = nullptr;
   size_t size_ = 0;
+  bool owned_ = false;
 };
 
 struct Tensor {

@@ -108,7 +108,9 @@ int writePlan(const std::string& configsPath, const std::string& outPath, uint64
   for (const nlohmann::json& c : cfg["configs"]) {
     std::string name = Config(c).name();
     cases.push_back({{"name", name + ".s0"}, {"config", c}, {"seed", mix(seed + ++n)}});
-    nlohmann::json group = {{"name", name}, {"cases", nlohmann::json::array()}};
+    // keep: the share of timed calls whose outputs the driver verifies (the scorer sizes it
+    // from the task's samples and rounds; docs/scoring.md).
+    nlohmann::json group = {{"name", name}, {"cases", nlohmann::json::array()}, {"keep", 0.3}};
     for (int i = 0; i < inputSets; ++i) {
       std::string caseName = name + ".p" + std::to_string(i);
       cases.push_back({{"name", caseName}, {"config", c}, {"seed", mix(seed + ++n)}});

@@ -1,0 +1,561 @@
+// driver - trusted: runs a worker's calls and owns everything a candidate would want to touch
+// (docs/scoring.md, "Driver and worker"). Linked from driver_main.cpp + the task's reference.cpp,
+// never with candidate code; it runs in a sandbox of its own, outside the worker's pid
+// namespace, so the worker can neither signal, trace nor write to it.
+//
+//   driver check --plan P --channel SOCK --out O [--worker CMD...]
+//       one call per case of the plan, on inputs generated from the case's seed; every output
+//       is kept for the checker
+//   driver perf  --plan P --channel SOCK --out O [--worker CMD...]
+//       per perf group: `warmup` untimed calls, then `samples` timed calls (plus the group's
+//       `empty` calibration calls, interleaved), each on inputs generated from a fresh seed;
+//       after each timed call a coin with the group's `keep` probability decides whether its
+//       output is verified
+//
+// The driver listens on SOCK; with --worker it starts CMD serve --channel SOCK itself (the
+// workspace's `make test` and `make bench`), otherwise a worker in another sandbox connects.
+// It writes into O: <case>.out.akt and <case>.ref.akt for every kept call, verify.json (the plan
+// of those cases, for akacheck) and report.json (the times, see docs/scoring.md).
+//
+// A timed call, on the driver's clock: (untimed) fill the outputs with 0xff bytes and write
+// flush_bytes of memory to evict the caches; then start the clock, copy the call's inputs into
+// the region with non-temporal stores (they arrive in memory, not in a cache, as after a flush),
+// signal go, wait for done and copy the outputs out; stop the clock. The inputs exist nowhere the
+// worker can see before the clock starts, and the output counts only as it stands when the
+// driver has read it, so work done early, late or on the side is either inside the time or
+// wrong. The copies are the fixed overhead that the empty calls measure.
+//
+// Exit status: 0 done; 1 the driver itself failed (a task problem); 2 usage; 3 the worker failed
+// or broke the protocol (the candidate's failure).
+#include "akachannel.h"
+#include "akaharness.h"
+#include "akaplan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// What the worker did wrong: the candidate's failure, not the task's.
+struct WorkerFault : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+constexpr uint64_t kMaxOutputBytes = 8ull << 30;
+constexpr size_t kMaxOutputTensors = 64;
+constexpr int kAcceptTimeoutMs = 180000;
+
+uint64_t secureRandom() {
+  uint64_t v;
+  unsigned char* p = reinterpret_cast<unsigned char*>(&v);
+  size_t got = 0;
+  while (got < sizeof v) {
+    ssize_t r = getrandom(p + got, sizeof v - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    }
+    got += static_cast<size_t>(r);
+  }
+  return v;
+}
+
+// True with probability p, from the kernel's random source: nothing in the worker's reach can
+// predict it, and it is drawn only after the call has finished.
+bool coin(double p) {
+  if (p >= 1) return true;
+  if (p <= 0) return false;
+  return static_cast<double>(secureRandom() >> 11) * 0x1.0p-53 < p;
+}
+
+// Copies with non-temporal stores where the hardware has them: the inputs land in memory, as cold
+// as after a cache flush, and the copy does not evict what the flush left.
+void streamCopy(unsigned char* dst, const unsigned char* src, size_t n) {
+#if defined(__x86_64__)
+  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % 16 == 0) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      const __m128i a = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i));
+      const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+      const __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+      const __m128i d = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+    }
+    std::memcpy(dst + i, src + i, n - i);
+    _mm_sfence();
+    return;
+  }
+#endif
+  std::memcpy(dst, src, n);
+}
+
+// Evicts the kernel's data from the caches between timed calls.
+class CacheFlusher {
+ public:
+  explicit CacheFlusher(uint64_t bytes) : scratch_(bytes) {}
+  void flush() {
+    if (scratch_.size() == 0) return;
+    std::memset(scratch_.data(), ++round_, scratch_.size());
+    sink_ = sink_ + scratch_.data()[round_ % scratch_.size()];
+  }
+
+ private:
+  akt::Buffer scratch_;
+  unsigned char round_ = 0;
+  volatile unsigned sink_ = 0;
+};
+
+json tableOf(const TensorSet& set) {
+  json t = json::array();
+  for (const Tensor& x : set.tensors) t.push_back({{"name", x.name}, {"dtype", akt::dtypeName(x.dtype)}, {"dims", x.dims}});
+  return t;
+}
+
+bool sameLayout(const TensorSet& a, const TensorSet& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a.tensors[i].name != b.tensors[i].name || a.tensors[i].dtype != b.tensors[i].dtype ||
+        a.tensors[i].dims != b.tensors[i].dims)
+      return false;
+  return true;
+}
+
+// The worker's answer to "which outputs do you write": hostile input, checked before any of it
+// sizes an allocation.
+TensorSet parseOutputTable(const json& msg) {
+  if (!msg.is_object() || msg.value("type", "") != "outputs" || !msg.contains("outputs") || !msg["outputs"].is_array())
+    throw WorkerFault("the worker did not describe its outputs: " + msg.dump().substr(0, 300));
+  const json& table = msg["outputs"];
+  if (table.empty() || table.size() > kMaxOutputTensors)
+    throw WorkerFault("the worker describes " + std::to_string(table.size()) + " output tensors");
+  TensorSet out;
+  uint64_t total = 0;
+  for (const json& t : table) {
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("dtype") ||
+        !t["dtype"].is_string() || !t.contains("dims") || !t["dims"].is_array() || t["dims"].size() > akt::kMaxRank)
+      throw WorkerFault("malformed output tensor description: " + t.dump().substr(0, 200));
+    DType dtype;
+    try {
+      dtype = akt::parseDType(t["dtype"].get<std::string>());
+    } catch (const std::exception& e) {
+      throw WorkerFault(e.what());
+    }
+    uint64_t bytes = akt::dtypeSize(dtype);
+    std::vector<uint64_t> dims;
+    for (const json& d : t["dims"]) {
+      if (!d.is_number_unsigned()) throw WorkerFault("an output dimension is not a non-negative integer");
+      const uint64_t v = d.get<uint64_t>();
+      if (v != 0 && bytes > kMaxOutputBytes / v) throw WorkerFault("the outputs are larger than the limit");
+      bytes *= v;
+      dims.push_back(v);
+    }
+    total += bytes;
+    if (total > kMaxOutputBytes) throw WorkerFault("the outputs are larger than the limit");
+    Tensor x;
+    x.name = t["name"].get<std::string>();
+    x.dtype = dtype;
+    x.dims = dims;
+    if (out.find(x.name)) throw WorkerFault("duplicate output tensor '" + x.name + "'");
+    out.tensors.push_back(std::move(x));
+  }
+  return out;
+}
+
+// One configuration's shared region: a sealed memfd the worker can read and write but neither
+// shrink nor grow (a shrunk file would fault the driver's next access).
+class Region {
+ public:
+  Region(const TensorSet& in, const TensorSet& outLayout) {
+    size_t off = akachan::kHeaderBytes;
+    for (const Tensor& t : in.tensors) {
+      inOffsets_.push_back(off);
+      off = akachan::alignUp(off + t.bytes.size(), akachan::kTensorAlign);
+    }
+    for (const Tensor& t : outLayout.tensors) {
+      outOffsets_.push_back(off);
+      outBytes_.push_back(t.elements() * akt::dtypeSize(t.dtype));
+      off = akachan::alignUp(off + outBytes_.back(), akachan::kTensorAlign);
+    }
+    size_ = std::max(off, akachan::kHeaderBytes);
+    fd_ = memfd_create("akachan-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd_ < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+    if (ftruncate(fd_, static_cast<off_t>(size_)) != 0)
+      throw std::runtime_error(std::string("cannot size the region: ") + std::strerror(errno));
+    if (fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+      throw std::runtime_error(std::string("cannot seal the region: ") + std::strerror(errno));
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
+    if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map the region: ") + std::strerror(errno));
+    base_ = static_cast<unsigned char*>(p);
+    akachan::Header& h = header();
+    h.magic = akachan::kMagic;
+    h.version = akachan::kVersion;
+  }
+  ~Region() {
+    if (base_) munmap(base_, size_);
+    if (fd_ >= 0) close(fd_);
+  }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  akachan::Header& header() { return *reinterpret_cast<akachan::Header*>(base_); }
+  int fd() const { return fd_; }
+  json describe() const {
+    return {{"type", "region"}, {"size", size_}, {"inputs", inOffsets_}, {"outputs", outOffsets_}};
+  }
+  void writeInputs(const TensorSet& in) {
+    for (size_t i = 0; i < in.size(); ++i)
+      streamCopy(base_ + inOffsets_[i], in.tensors[i].bytes.data(), in.tensors[i].bytes.size());
+  }
+  void poisonOutputs() {
+    for (size_t i = 0; i < outOffsets_.size(); ++i) std::memset(base_ + outOffsets_[i], 0xff, outBytes_[i]);
+  }
+  void readOutputs(TensorSet& out) const {
+    for (size_t i = 0; i < out.size(); ++i) std::memcpy(out.tensors[i].bytes.data(), base_ + outOffsets_[i], outBytes_[i]);
+  }
+
+ private:
+  int fd_ = -1;
+  unsigned char* base_ = nullptr;
+  size_t size_ = 0;
+  std::vector<size_t> inOffsets_, outOffsets_;
+  std::vector<uint64_t> outBytes_;
+};
+
+TensorSet ownedLike(const TensorSet& layout) {
+  TensorSet s;
+  for (const Tensor& t : layout.tensors) s.tensors.emplace_back(t.name, t.dtype, t.dims);
+  return s;
+}
+
+struct KeptCall {
+  std::string name;
+  json config;
+  uint64_t seed;
+  TensorSet outputs;
+};
+
+struct GroupPlan {
+  std::string name;
+  json config;
+  std::vector<std::pair<std::string, uint64_t>> checkCalls;  // check: (case, seed), every output kept
+  int warmup = 0, samples = 0, empty = 0;
+  double keep = 0;
+};
+
+struct GroupTimes {
+  std::string name;
+  std::vector<int64_t> samples, empty, inproc;
+  int kept = 0;
+};
+
+class Driver {
+ public:
+  Driver(int sock, uint64_t flushBytes) : sock_(sock), flusher_(flushBytes) {}
+
+  void runGroup(const GroupPlan& g, GroupTimes& times) {
+    Config config(g.config);
+    times.name = g.name;
+    uint64_t seed = g.checkCalls.empty() ? secureRandom() : g.checkCalls.front().second;
+    TensorSet in = akaGenerate(config, seed);
+    akachan::sendMessage(sock_, json{{"type", "group"}, {"name", g.name}, {"config", g.config}, {"inputs", tableOf(in)}}.dump());
+    const TensorSet outLayout = parseOutputTable(receive("its outputs"));
+    Region region(in, outLayout);
+    akachan::sendMessage(sock_, region.describe().dump(), region.fd());
+    if (receive("the region's mapping").value("type", "") != "mapped") throw WorkerFault("the worker did not map the region");
+
+    TensorSet readBack = ownedLike(outLayout);
+    auto call = [&](uint32_t cmd, const TensorSet& inputs) {
+      region.poisonOutputs();
+      flusher_.flush();
+      const auto t0 = Clock::now();
+      region.writeInputs(inputs);
+      signal(region, cmd);
+      region.readOutputs(readBack);
+      const auto t1 = Clock::now();
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    };
+    auto fresh = [&](uint64_t s) {
+      TensorSet next = akaGenerate(config, s);
+      if (!sameLayout(next, in)) throw std::runtime_error("akaGenerate made inputs of another layout for the same configuration");
+      return next;
+    };
+
+    if (!g.checkCalls.empty()) {
+      for (size_t i = 0; i < g.checkCalls.size(); ++i) {
+        if (i) in = fresh(g.checkCalls[i].second);
+        call(akachan::kCall, in);
+        kept_.push_back({g.checkCalls[i].first, g.config, g.checkCalls[i].second, readBack});
+        ++times.kept;
+      }
+    } else {
+      for (int i = 0; i < g.warmup; ++i) {
+        if (i) in = fresh(secureRandom());
+        call(akachan::kCall, in);
+      }
+      const int total = g.samples + g.empty;
+      int emptyDone = 0;
+      for (int i = 0; i < total; ++i) {
+        // The empty calls are spread evenly over the timed ones, so drift reaches both alike.
+        const bool empty = emptyDone < g.empty && (i + 1) * g.empty / total > emptyDone;
+        if (empty) {
+          ++emptyDone;
+          times.empty.push_back(call(akachan::kEmpty, in));
+          continue;
+        }
+        seed = secureRandom();
+        in = fresh(seed);
+        times.samples.push_back(call(akachan::kCall, in));
+        times.inproc.push_back(static_cast<int64_t>(region.header().inprocNs));
+        if (coin(g.keep)) {
+          kept_.push_back({g.name + ".c" + std::to_string(times.samples.size() - 1), g.config, seed, readBack});
+          ++times.kept;
+        }
+      }
+    }
+    signal(region, akachan::kEndGroup);
+  }
+
+  void finish() { akachan::sendMessage(sock_, json{{"type", "bye"}}.dump()); }
+  std::vector<KeptCall>& kept() { return kept_; }
+
+ private:
+  json receive(const char* what) {
+    std::string text;
+    if (!akachan::receiveMessage(sock_, text)) throw WorkerFault(std::string("the worker hung up instead of sending ") + what);
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) throw WorkerFault(std::string("the worker sent something that is not JSON as ") + what);
+    if (j.is_object() && j.value("type", "") == "error")
+      throw WorkerFault("the worker failed: " + j.value("message", std::string("?")));
+    return j;
+  }
+
+  // One go/done exchange. The wait sleeps on the futex and looks at the socket between naps: a
+  // worker that dies or hangs up ends the run instead of leaving the driver waiting.
+  void signal(Region& region, uint32_t cmd) {
+    akachan::Header& h = region.header();
+    const uint32_t n = ++seq_;
+    h.cmd = cmd;
+    h.go.store(n, std::memory_order_release);
+    akachan::futexWake(h.go);
+    for (;;) {
+      const uint32_t d = h.done.load(std::memory_order_acquire);
+      if (d == n) break;
+      akachan::futexWait(h.done, d, 20000000);
+      if (h.done.load(std::memory_order_acquire) != n && akachan::peerGone(sock_))
+        throw WorkerFault("the worker exited in the middle of a call");
+    }
+    if (h.status != akachan::kOk) throw WorkerFault("the worker reports that the kernel call failed");
+  }
+
+  int sock_;
+  CacheFlusher flusher_;
+  uint32_t seq_ = 0;
+  std::vector<KeptCall> kept_;
+};
+
+std::vector<GroupPlan> groupsOf(const std::string& mode, const akaplan::Plan& plan) {
+  std::vector<GroupPlan> groups;
+  if (mode == "check") {
+    for (const akaplan::Case& c : plan.cases) {
+      if (!c.hasSeed) throw std::runtime_error("case '" + c.name + "' has no seed");
+      const std::string cfg = c.config.value("name", std::string());
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const GroupPlan& g) { return g.config == c.config; });
+      if (it == groups.end()) {
+        groups.push_back({cfg, c.config, {}, 0, 0, 0, 0});
+        it = groups.end() - 1;
+      }
+      it->checkCalls.emplace_back(c.name, c.seed);
+    }
+    return groups;
+  }
+  if (!plan.hasPerf) throw std::runtime_error("the plan has no 'perf' section");
+  for (const akaplan::PerfGroup& pg : plan.perf.groups) {
+    GroupPlan g;
+    g.name = pg.name;
+    g.config = plan.findCase(pg.cases.front())->config;
+    g.warmup = plan.perf.warmup;
+    g.samples = plan.perf.samples;
+    g.empty = pg.empty;
+    g.keep = pg.keep;
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+class Listener {
+ public:
+  explicit Listener(const std::string& path) : path_(path) {
+    ::unlink(path.c_str());
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    const sockaddr_un a = akachan::socketAddress(path);
+    if (bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 1) != 0)
+      throw std::runtime_error("cannot listen on " + path + ": " + std::strerror(errno));
+    // The worker runs as another user in another sandbox: it must be able to connect.
+    ::chmod(path.c_str(), 0666);
+  }
+  ~Listener() {
+    if (fd_ >= 0) close(fd_);
+    ::unlink(path_.c_str());
+  }
+  int accept(int timeoutMs) {
+    struct pollfd p {fd_, POLLIN, 0};
+    int r;
+    while ((r = poll(&p, 1, timeoutMs)) < 0 && errno == EINTR) {
+    }
+    if (r == 0) throw WorkerFault("no worker connected within " + std::to_string(timeoutMs / 1000) + " s");
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) throw std::runtime_error(std::string("accept: ") + std::strerror(errno));
+    return c;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// A worker the driver starts itself (`make test`): no isolation, the same protocol.
+class LocalWorker {
+ public:
+  LocalWorker(std::vector<std::string> argv, const std::string& channel) {
+    argv.insert(argv.end(), {"serve", "--channel", channel});
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid_ == 0) {
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      std::perror(args[0]);
+      _exit(127);
+    }
+  }
+  ~LocalWorker() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+void writeJson(const std::string& path, const json& j) {
+  std::ofstream f(path);
+  f << j.dump() << "\n";
+  if (!f.flush()) throw std::runtime_error("cannot write " + path);
+}
+
+// After the worker is gone: the reference's answers for the kept calls, from inputs generated
+// again from their seeds, beside the outputs the worker gave.
+void writeVerification(const std::string& outDir, std::vector<KeptCall>& kept) {
+  json cases = json::array();
+  for (KeptCall& k : kept) {
+    Config config(k.config);
+    TensorSet in = akaGenerate(config, k.seed);
+    akt::writeAkt(outDir + "/" + k.name + ".ref.akt", akaReference(config, in));
+    akt::writeAkt(outDir + "/" + k.name + ".out.akt", k.outputs);
+    k.outputs = TensorSet();
+    cases.push_back({{"name", k.name}, {"config", k.config}});
+  }
+  writeJson(outDir + "/verify.json", {{"cases", cases}});
+}
+
+int drive(const std::string& mode, const std::map<std::string, std::string>& opts,
+          const std::vector<std::string>& workerCmd) {
+  const akaplan::Plan plan = akaplan::readPlan(opts.at("plan"));
+  const std::vector<GroupPlan> groups = groupsOf(mode, plan);
+  const std::string outDir = opts.at("out");
+  if (mkdir(outDir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw std::runtime_error("cannot create " + outDir + ": " + std::strerror(errno));
+  Listener listener(opts.at("channel"));
+  std::unique_ptr<LocalWorker> local;
+  if (!workerCmd.empty()) local = std::make_unique<LocalWorker>(workerCmd, opts.at("channel"));
+  const int sock = listener.accept(kAcceptTimeoutMs);
+  Driver driver(sock, mode == "perf" ? plan.perf.flushBytes : 0);
+  std::string text;
+  if (!akachan::receiveMessage(sock, text)) throw WorkerFault("the worker hung up before saying hello");
+
+  json report = {{"mode", mode}, {"groups", json::array()}};
+  for (const GroupPlan& g : groups) {
+    GroupTimes t;
+    driver.runGroup(g, t);
+    report["groups"].push_back({{"name", t.name}, {"samples_ns", t.samples}, {"empty_ns", t.empty},
+                                {"inproc_ns", t.inproc}, {"kept", t.kept}});
+    std::cerr << "driver: " << g.name << ": " << (mode == "check" ? g.checkCalls.size() : t.samples.size())
+              << " calls, " << t.kept << " kept for verification\n";
+  }
+  driver.finish();
+  close(sock);
+  if (local && local->wait() != 0) throw WorkerFault("the worker exited with an error after the last call");
+  writeVerification(outDir, driver.kept());
+  writeJson(outDir + "/report.json", report);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::strcmp(argv[1], "check") != 0 && std::strcmp(argv[1], "perf") != 0)) {
+    std::cerr << "usage: driver check|perf --plan P --channel SOCK --out O [--worker CMD...]\n";
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  std::map<std::string, std::string> opts;
+  std::vector<std::string> worker;
+  for (int i = 2; i < argc; ++i) {
+    const std::string key = argv[i];
+    if (key == "--worker") {
+      worker.assign(argv + i + 1, argv + argc);
+      break;
+    }
+    if (key.rfind("--", 0) != 0 || i + 1 >= argc) {
+      std::cerr << "driver: bad argument '" << key << "'\n";
+      return 2;
+    }
+    opts[key.substr(2)] = argv[++i];
+  }
+  for (const char* k : {"plan", "channel", "out"})
+    if (!opts.count(k)) {
+      std::cerr << "driver: missing --" << k << "\n";
+      return 2;
+    }
+  try {
+    return drive(argv[1], opts, worker);
+  } catch (const WorkerFault& e) {
+    std::cerr << "driver: worker: " << e.what() << "\n";
+    return 3;
+  } catch (const akachan::Error& e) {
+    std::cerr << "driver: worker: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "driver: " << e.what() << "\n";
+    return 1;
+  }
+}
