@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,6 +94,14 @@ json perfPlan(const Phase& p, const TaskTiming& t, bool withSeed) {
                     {"groups", groups}}}};
 }
 
+struct DrivenRun {
+  SandboxOutcome driver;
+  SandboxOutcome worker;
+};
+
+// The driver's exit status when the worker failed or broke the protocol (driver_main.cpp).
+constexpr int kDriverWorkerFault = 3;
+
 class GateRunner {
  public:
   GateRunner(const Task& task, const ScoringEnvironment& env, Layout layout)
@@ -170,12 +179,22 @@ class GateRunner {
 
   // Runs the trusted checker on a runner's outputs; returns its verdict JSON.
   Result<json> runChecker(const std::string& plan, const fs::path& outDir, const std::string& logName) const {
+    return check(l_.expected, "/plans/" + plan, outDir, logName);
+  }
+  // The same on what a driver kept: its outputs and the reference's answers side by side, and
+  // the plan of those cases (verify.json), all written by the trusted driver.
+  Result<json> checkKeptCalls(const fs::path& driverOut, const std::string& logName) const {
+    return check(driverOut, "/out/verify.json", driverOut, logName);
+  }
+
+  Result<json> check(const fs::path& expectedDir, const std::string& planInSandbox, const fs::path& outDir,
+                     const std::string& logName) const {
     SandboxRequest r = request(task_.limits.correctness_s, logName, false);
     r.binds.push_back({env_.akacheck.parent_path(), "/tools", false});
-    r.binds.push_back({l_.expected, "/expected", false});
+    r.binds.push_back({expectedDir, "/expected", false});
     r.binds.push_back({l_.plans, "/plans", false});
     r.binds.push_back({outDir, "/out", false});
-    r.command = {"/tools/" + env_.akacheck.filename().string(), "--plan", "/plans/" + plan,
+    r.command = {"/tools/" + env_.akacheck.filename().string(), "--plan", planInSandbox,
                  "--data", "/expected", "--out", "/out", "--tolerances", "/plans/tolerances.json"};
     auto outcome = run(r);
     if (!outcome) return outcome.error();
@@ -191,6 +210,51 @@ class GateRunner {
     } catch (const json::exception& e) {
       return Error{std::string("the checker's verdict is not JSON: ") + e.what()};
     }
+  }
+
+  // One driven run (docs/scoring.md, "Driver and worker"): the trusted driver in a sandbox of
+  // its own with the plan and a private output folder, and the worker (`programDir`/runner: the
+  // candidate's, or the trusted baseline's) in another that sees nothing but the channel. The
+  // two sandboxes are separate pid namespaces: the worker cannot see the driver to signal or
+  // trace it. A worker that fails takes its driver down with it.
+  Result<DrivenRun> runDriven(const std::string& who, const fs::path& programDir, const fs::path& trustedDir,
+                              const std::string& mode, const std::string& plan, const fs::path& outDir,
+                              double wallS, const std::string& tag) const {
+    std::error_code ec;
+    const fs::path channel = l_.root / "channels" / tag;
+    for (const fs::path& d : {outDir, channel}) {
+      fs::create_directories(d, ec);
+      if (ec) return Error{"cannot create " + d.string() + ": " + ec.message()};
+      if (auto s = ownForSandbox(d); !s) return s.error();
+    }
+    SandboxRequest driver = request(wallS, tag + "-driver", task_.gpu);
+    if (auto s = useJitCache(driver, "reference"); !s) return s.error();
+    driver.binds.push_back({trustedDir, "/trusted", false});
+    driver.binds.push_back({l_.plans / plan, "/plans/" + plan, false});
+    driver.binds.push_back({outDir, "/out", true});
+    driver.binds.push_back({channel, "/channel", true});
+    driver.command = {"/trusted/driver", mode, "--plan", "/plans/" + plan, "--channel", "/channel/socket", "--out", "/out"};
+
+    SandboxRequest worker = request(wallS, tag, task_.gpu);
+    if (auto s = useJitCache(worker, who); !s) return s.error();
+    worker.binds.push_back({programDir, "/candidate", false});
+    worker.binds.push_back({channel, "/channel", false});
+    worker.env["OMP_WAIT_POLICY"] = "PASSIVE";  // spinning idle threads would blur the CPU accounting
+    worker.command = {"/candidate/runner", "serve", "--channel", "/channel/socket"};
+
+    if (env_.canceller && env_.canceller->cancelled()) return Error{"cancelled"};
+    SandboxCanceller driverCanceller;
+    auto driverRun = std::async(std::launch::async, [&] { return runSandbox(driver, &driverCanceller); });
+    auto workerRun = run(worker);
+    using namespace std::chrono_literals;
+    if (!workerRun || !workerRun->succeeded()) driverCanceller.cancel();
+    while (driverRun.wait_for(100ms) != std::future_status::ready)
+      if (env_.canceller && env_.canceller->cancelled()) driverCanceller.cancel();
+    auto driverOutcome = driverRun.get();
+    fs::remove_all(channel, ec);
+    if (!workerRun) return workerRun.error();
+    if (!driverOutcome) return driverOutcome.error();
+    return DrivenRun{*driverOutcome, *workerRun};
   }
 
   const Task& task() const { return task_; }
@@ -376,6 +440,199 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
   return result;
 }
 
+// --- Driven gates (docs/scoring.md, "Driver and worker") ------------------------------------
+
+// Why a driven run did not finish, in words a user can act on; empty when it did. Whatever the
+// driver reports about a failed worker is the candidate's failure; only a driver that failed on
+// its own (exit 1, a task problem) is told apart.
+std::string drivenFailure(const GateRunner& g, const DrivenRun& r, const std::string& who, const std::string& tag) {
+  const bool workerFault = r.driver.status == "exited" && r.driver.exit_code == kDriverWorkerFault;
+  if (!r.worker.succeeded() || workerFault) {
+    std::string why = "the " + who + " " + (r.worker.succeeded() ? "broke the driver's protocol" : r.worker.describe());
+    std::string tail = g.logTail(tag);
+    if (workerFault) tail += (tail.empty() ? "" : "\n") + g.logTail(tag + "-driver");
+    return why + (tail.empty() ? "" : ": " + tail);
+  }
+  if (!r.driver.succeeded()) return "the driver " + r.driver.describe() + ": " + g.logTail(tag + "-driver");
+  return "";
+}
+
+json drivenCorrectnessGate(const GateRunner& g, const fs::path& trustedDir, const fs::path& candidateDir, const Phase& p) {
+  const std::string tag = p.name + "-check-run";
+  const fs::path out = g.layout().out / (p.name + "-check");
+  auto r = g.runDriven("candidate", candidateDir, trustedDir, "check", p.name + "-check.json", out,
+                       g.task().limits.correctness_s, tag);
+  if (!r) return gate(false, r.error().message);
+  if (std::string why = drivenFailure(g, *r, "candidate", tag); !why.empty()) {
+    json failed = gate(false, why);
+    failed["run"] = r->worker.result;
+    return failed;
+  }
+  auto verdict = g.checkKeptCalls(out, p.name + "-check-verdict");
+  if (!verdict) return gate(false, verdict.error().message);
+  json result = gate(true, "");
+  result["run"] = r->worker.result;
+  result["cases"] = (*verdict)["cases"];
+  if (!(*verdict)["ok"].get<bool>()) {
+    result["pass"] = false;
+    result["reason"] = "wrong output: " + firstFailure(*verdict);
+  }
+  return result;
+}
+
+// The share of timed calls whose outputs are verified, drawn per call after it finished: a
+// candidate that skips or fakes 10% of a configuration's `calls` timed calls goes unseen with
+// probability (1 - keep)^(calls / 10), at most 1%.
+double keepProbability(int calls) {
+  const double faked = std::ceil(0.1 * std::max(calls, 1));
+  return std::min(1.0, 1.0 - std::pow(0.01, 1.0 / faked));
+}
+
+// The baseline's processes also make empty calls (the channel and the copies, no kernel): the
+// driver's fixed overhead per call. Only the trusted baseline gets them, so a candidate cannot
+// make the calibration slow to have more subtracted from its own times.
+int emptyCalls(const TaskTiming& t) { return std::max(5, t.samples / 4); }
+
+json drivenPerfPlan(const Phase& p, const TaskTiming& t, bool baseline) {
+  json cases = json::array(), groups = json::array();
+  const double keep = baseline ? 0.0 : keepProbability(t.samples * t.rounds);
+  for (const auto& cfg : p.configs) {
+    const std::string name = cfg["name"];
+    cases.push_back({{"name", name}, {"config", cfg}});
+    groups.push_back({{"name", name}, {"cases", {name}}, {"keep", keep}, {"empty", baseline ? emptyCalls(t) : 0}});
+  }
+  return {{"cases", cases},
+          {"perf", {{"warmup", t.warmup}, {"samples", t.samples}, {"flush_bytes", t.flush_bytes}, {"groups", groups}}}};
+}
+
+struct DrivenTimes {
+  std::vector<double> samples, empty, inproc;
+  int kept = 0;
+};
+
+// report.json of a perf driver. Written by trusted code, but its inproc_ns are the worker's own
+// claims: they are only ever shown, never used.
+Status readDriverReport(const fs::path& file, const Phase& p, int samples, std::map<std::string, DrivenTimes>& into) {
+  auto text = readFileLimited(file, kMaxTimesBytes);
+  if (!text) return text.error();
+  json j = json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("groups") || !j["groups"].is_array()) return Error{file.string() + ": no groups"};
+  for (const auto& cfg : p.configs) {
+    const std::string name = cfg["name"];
+    const json* found = nullptr;
+    for (const json& gr : j["groups"])
+      if (gr.is_object() && gr.value("name", std::string()) == name) found = &gr;
+    if (!found) return Error{file.string() + ": no times for " + name};
+    DrivenTimes& t = into[name];
+    auto append = [&](const char* key, std::vector<double>& dst) -> Status {
+      const json& a = found->value(key, json::array());
+      if (!a.is_array()) return Error{file.string() + ": " + key + " is not a list"};
+      for (const json& x : a) {
+        if (!x.is_number()) return Error{file.string() + ": a value of " + key + " is not a number"};
+        dst.push_back(x.get<double>());
+      }
+      return {};
+    };
+    const std::size_t before = t.samples.size();
+    if (auto s = append("samples_ns", t.samples); !s) return s;
+    if (auto s = append("empty_ns", t.empty); !s) return s;
+    if (auto s = append("inproc_ns", t.inproc); !s) return s;
+    if (static_cast<int>(t.samples.size() - before) != samples)
+      return Error{file.string() + ": expected " + std::to_string(samples) + " timed calls for " + name};
+    t.kept += found->value("kept", 0);
+  }
+  return {};
+}
+
+// Per configuration: the driver's times less its calibrated overhead. A net time under the
+// resolution (the spread of the empty calls) cannot be told from nothing and is counted as
+// the resolution, so no speedup rests on noise.
+json drivenConfigResult(const std::string& name, const DrivenTimes& base, const DrivenTimes& cand, double& speedup) {
+  const SampleStats empty = describeSamples(base.empty);
+  const double overhead = empty.median;
+  const double resolution = std::max(empty.iqr(), 1000.0);
+  bool belowResolution = false;
+  auto net = [&](const std::vector<double>& raw) {
+    std::vector<double> v;
+    for (double x : raw) {
+      const double n = x - overhead;
+      if (n < resolution) belowResolution = true;
+      v.push_back(std::max(n, resolution));
+    }
+    return describeSamples(v);
+  };
+  const SampleStats b = net(base.samples);
+  const bool baselineBelow = belowResolution;
+  belowResolution = false;
+  const SampleStats c = net(cand.samples);
+  speedup = b.median / c.median;
+  json r = {{"name", name},
+            {"baseline", b.toJson()},
+            {"candidate", c.toJson()},
+            {"speedup", speedup},
+            {"overhead_ns", overhead},
+            {"resolution_ns", resolution},
+            {"raw_median_ns", {{"baseline", describeSamples(base.samples).median},
+                               {"candidate", describeSamples(cand.samples).median}}},
+            {"verified_calls", cand.kept}};
+  if (belowResolution) r["below_resolution"] = true;
+  if (baselineBelow) r["baseline_below_resolution"] = true;
+  // The worker's own clock around the kernel, a second opinion only: far from the driver's
+  // net time means work outside the call (or a clock that lies), and is flagged.
+  if (!cand.inproc.empty()) {
+    const double inproc = describeSamples(cand.inproc).median;
+    r["candidate_inproc_median_ns"] = inproc;
+    if (std::abs(inproc - c.median) > 0.25 * c.median + resolution) r["clock_disagreement"] = true;
+  }
+  return r;
+}
+
+json drivenPerformanceGate(const GateRunner& g, const fs::path& trustedDir, const fs::path& candidateDir, const Phase& p) {
+  const Task& task = g.task();
+  std::map<std::string, DrivenTimes> times[2];  // [0] baseline, [1] candidate
+  json rounds = json::array();
+  for (int round = 0; round < task.timing.rounds; ++round) {
+    const int order[2] = {round % 2, 1 - round % 2};
+    json roundInfo = json::object();
+    for (int side : order) {
+      const std::string who = side == 0 ? "baseline" : "candidate";
+      const std::string tag = p.name + "-perf-" + who + "-" + std::to_string(round);
+      const fs::path out = g.layout().out / tag;
+      auto r = g.runDriven(who, side == 0 ? trustedDir : candidateDir, trustedDir, "perf",
+                           p.name + "-perf-" + who + ".json", out, task.limits.performance_s, tag);
+      if (!r) return gate(false, r.error().message);
+      if (std::string why = drivenFailure(g, *r, who, tag); !why.empty())
+        return gate(false, side == 0 ? "baseline failed (task problem): " + why : why);
+      roundInfo[who + "_wall_s"] = r->worker.wall_s;
+      if (auto s = readDriverReport(out / "report.json", p, task.timing.samples, times[side]); !s)
+        return gate(false, "the driver's report: " + s.error().message);
+      if (side == 1) {
+        auto verdict = g.checkKeptCalls(out, tag + "-verdict");
+        if (!verdict) return gate(false, verdict.error().message);
+        if (!(*verdict)["ok"].get<bool>())
+          return gate(false, "outputs of timed calls are wrong (skipped, deferred, cached or replayed work?): " +
+                                 firstFailure(*verdict));
+      }
+    }
+    rounds.push_back(roundInfo);
+  }
+  json configs = json::array();
+  std::vector<double> speedups;
+  for (const auto& cfg : p.configs) {
+    const std::string name = cfg["name"];
+    double speedup = 0;
+    configs.push_back(drivenConfigResult(name, times[0][name], times[1][name], speedup));
+    speedups.push_back(speedup);
+  }
+  json result = gate(true, "");
+  result["configs"] = configs;
+  result["speedup"] = geometricMean(speedups);
+  result["rounds"] = rounds;
+  result["timing"] = "driver";
+  result["keep_probability"] = keepProbability(task.timing.samples * task.timing.rounds);
+  return result;
+}
+
 Phase makePhase(const std::string& name, const std::vector<json>& configs, const TaskTiming& timing,
                 const std::function<uint64_t()>& seed) {
   constexpr int kCorrectnessSeeds = 3;
@@ -421,6 +678,10 @@ Status generateData(const GateRunner& g, const fs::path& trustedDir, const std::
   }
   return {};
 }
+
+// Harnesses whose correctness and performance gates run as a trusted driver and a candidate
+// worker (docs/scoring.md, "Driver and worker"); the others still run a single runner process.
+bool usesDriver(const Task& task) { return task.harness == "cpp"; }
 
 // One lock per task version: a build is made once even when several attempts of the task start
 // together, and builds of different tasks run at the same time (a dozen GPU tasks submitted
@@ -476,7 +737,9 @@ Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& 
     return Error{"the trusted build of task " + task.id + " failed (" + outcome->describe() +
                  "): " + tailOfFile(root / "trusted-build.log", kLogTailBytes)};
   }
-  for (const char* program : {"reference", "runner"})
+  std::vector<std::string> programs = {"reference", "runner"};
+  if (usesDriver(task)) programs.push_back("driver");
+  for (const std::string& program : programs)
     if (!fs::exists(tmp / program)) {
       fs::remove_all(tmp, ec);
       return Error{"the trusted build of task " + task.id + " made no ./" + program};
@@ -545,12 +808,24 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   gates["compile"]["run"] = compiled->result;
   const bool compileOk = gates["compile"]["pass"];
 
+  const bool driven = usesDriver(task);
   std::vector<Phase> phases = {makePhase("visible", task.visible, task.timing, drawSeed),
                                makePhase("held_out", task.held_out, task.timing, drawSeed)};
   json seeds = json::object();
   for (const auto& p : phases) {
     for (const auto* list : {&p.check, &p.perf})
-      for (const auto& c : *list) seeds[c.name] = std::to_string(c.seed);
+      if (!driven || list == &p.check)  // driven timed calls draw their seeds in the driver
+        for (const auto& c : *list) seeds[c.name] = std::to_string(c.seed);
+    if (driven) {
+      // Only the trusted driver reads these: the worker sees no plan, no seed and no input file.
+      if (auto s = writeFile(l.plans / (p.name + "-check.json"), checkPlan(p, true).dump()); !s) return s.error();
+      for (bool baseline : {true, false})
+        if (auto s = writeFile(l.plans / (p.name + "-perf-" + (baseline ? "baseline" : "candidate") + ".json"),
+                               drivenPerfPlan(p, task.timing, baseline).dump());
+            !s)
+          return s.error();
+      continue;
+    }
     if (auto s = writeFile(l.plans / (p.name + "-check.json"), checkPlan(p, false).dump()); !s) return s.error();
     if (auto s = writeFile(l.plans / (p.name + "-perf.json"), perfPlan(p, task.timing, false).dump()); !s) return s.error();
   }
@@ -569,18 +844,22 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   GateRunner gpuGates(task, gpuEnv, l);
   if (compileOk) {
     const GateRunner& g = gpuGates;  // from here on every gate may use the leased GPU
-    notify("generate");
-    if (auto s = generateData(g, *trusted, phases); !s) return s.error();
+    if (!driven) {
+      notify("generate");
+      if (auto s = generateData(g, *trusted, phases); !s) return s.error();
+    }
 
     // Correctness, then performance of one phase; wrong timed outputs or unaccountable times
     // fail the phase as well.
     auto scorePhase = [&](const Phase& p, const std::string& prefix, bool& ok, double& phaseSpeedup) {
       notify(prefix + "correctness");
-      json& c = gates[prefix + "correctness"] = correctnessGate(g, l.ws, p);
+      json& c = gates[prefix + "correctness"] =
+          driven ? drivenCorrectnessGate(g, *trusted, l.ws, p) : correctnessGate(g, l.ws, p);
       ok = c["pass"];
       if (!ok || !env.measure_performance) return;
       notify(prefix + "performance");
-      json& perf = gates[prefix + "performance"] = performanceGate(g, *trusted, l.ws, p);
+      json& perf = gates[prefix + "performance"] =
+          driven ? drivenPerformanceGate(g, *trusted, l.ws, p) : performanceGate(g, *trusted, l.ws, p);
       if (perf["pass"]) phaseSpeedup = perf["speedup"];
       else ok = false;
     };
