@@ -128,7 +128,16 @@ int serve(const std::string& channel) {
     const std::string type = msg.at("type");
     if (type == "bye") return 0;
     if (type != "group") throw std::runtime_error("unexpected message '" + type + "'");
-    serveGroup(sock, msg);
+    try {
+      serveGroup(sock, msg);
+    } catch (const std::exception& e) {
+      // The driver names the failure in its log; the worker's own stderr says it too.
+      try {
+        akachan::sendMessage(sock, json{{"type", "error"}, {"message", std::string(e.what()).substr(0, 2000)}}.dump());
+      } catch (const akachan::Error&) {  // the driver is gone already
+      }
+      throw;
+    }
   }
   throw std::runtime_error("the driver hung up without a goodbye");
 }
