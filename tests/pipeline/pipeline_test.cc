@@ -314,32 +314,6 @@ extern "C" void row_sum(const float* x, float* out, size_t rows, size_t cols) {
   EXPECT_FALSE(result(a).at("correct").get<bool>());
 }
 
-TEST_F(PipelineTest, WorkMovedOutOfTheTimedWindowFailsTheOutsideClock) {
-  // Correct and fast inside the timed calls, but every runner process first spends 2.5 s at
-  // start-up (standing in for results precomputed there): only the outside clock sees it.
-  const std::string kernel = R"CPP(
-#include <chrono>
-#include <cstddef>
-#include <thread>
-static const bool startup = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2500)); return true; }();
-extern "C" void row_sum(const float* x, float* out, size_t rows, size_t cols) {
-  for (size_t r = 0; r < rows; ++r) {
-    double s = 0;
-    for (size_t c = 0; c < cols; ++c) s += x[r * cols + c];
-    out[r] = static_cast<float>(s);
-  }
-}
-)CPP";
-  json a = daemon_->runOne({"cpu/reduction", "--agent-command", "cat > kernel.cpp <<'EOF'\n" + kernel + "EOF\n"});
-  ASSERT_EQ(a.at("state"), "scored") << a.dump();
-  const json& gates = result(a).at("gates");
-  EXPECT_TRUE(gates.at("correctness").at("pass").get<bool>()) << "its outputs are right";
-  EXPECT_FALSE(gates.at("performance").at("pass").get<bool>()) << gates.at("performance").dump();
-  EXPECT_NE(gates.at("performance").value("reason", std::string()).find("outside clock"), std::string::npos)
-      << gates.at("performance").dump();
-  EXPECT_FALSE(result(a).at("correct").get<bool>());
-}
-
 TEST_F(PipelineTest, AgentPastItsTimeLimitIsKilledAndItsPartialWorkspaceScored) {
   json a = daemon_->runOne({"cpu/reduction", "--agent-time-limit", "2", "--agent-command",
                             "printf '\\n// partial work\\n' >> kernel.cpp; sleep 600"});
