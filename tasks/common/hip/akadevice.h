@@ -1,12 +1,13 @@
 // akadevice.h - the device side of the hip harness: tensors in GPU memory, as the runner hands
-// them to a task's harness/invoke.hip.
+// them to a task's harness/invoke.hip (in `runner serve`, views into the memory the driver
+// shares with it; see akavmm.h).
 //
 //   TensorSet akaAllocateOutputs(const Config&, const TensorSet& in);
-//       the output tensors (names, dtypes, shapes) for these inputs; the runner allocates them
-//       on the device, fills them with 0xff bytes (NaN) and copies them back after the call
+//       the output tensors (names, dtypes, shapes) for these inputs; the driver allocates them
+//       on the device, fills them with 0xff bytes (NaN) and copies them out after the call
 //   void akaInvoke(const Config&, const DeviceSet& in, DeviceSet& out);
 //       launches the candidate's kernel(s); may return before they finish (the runner
-//       synchronises the whole device after every call)
+//       synchronises the whole device after every call, before it tells the driver it is done)
 #pragma once
 
 #include "akaharness.h"
@@ -53,10 +54,22 @@ struct DeviceTensor {
 };
 
 // Device tensors with the names, dtypes and shapes of a host TensorSet; frees them on
-// destruction. Move-only: a copy would double-free.
+// destruction, unless they are views of memory that another owner frees (the worker's view of
+// the driver's shared allocation). Move-only: a copy would double-free.
 class DeviceSet {
  public:
   DeviceSet() = default;
+  // Views at `ptrs` (one per tensor of `like`) into memory this set does not own.
+  static DeviceSet views(const TensorSet& like, const std::vector<void*>& ptrs) {
+    if (ptrs.size() != like.tensors.size()) throw akt::Error("views: one pointer per tensor is needed");
+    DeviceSet s;
+    s.owned_ = false;
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      const Tensor& t = like.tensors[i];
+      s.tensors_.push_back(DeviceTensor{t.name, t.dtype, t.dims, ptrs[i], t.bytes.size()});
+    }
+    return s;
+  }
   explicit DeviceSet(const TensorSet& like) {
     for (const Tensor& t : like.tensors) {
       DeviceTensor d{t.name, t.dtype, t.dims, nullptr, t.bytes.size()};
@@ -65,15 +78,17 @@ class DeviceSet {
       tensors_.push_back(d);
     }
   }
-  DeviceSet(DeviceSet&& o) noexcept : tensors_(std::exchange(o.tensors_, {})) {}
+  DeviceSet(DeviceSet&& o) noexcept : tensors_(std::exchange(o.tensors_, {})), owned_(o.owned_) {}
   DeviceSet& operator=(DeviceSet&& o) noexcept {
     std::swap(tensors_, o.tensors_);
+    std::swap(owned_, o.owned_);
     return *this;
   }
   DeviceSet(const DeviceSet&) = delete;
   DeviceSet& operator=(const DeviceSet&) = delete;
   ~DeviceSet() {
-    for (DeviceTensor& t : tensors_) (void)hipFree(t.ptr);
+    if (owned_)
+      for (DeviceTensor& t : tensors_) (void)hipFree(t.ptr);
   }
 
   const DeviceTensor& at(const std::string& name) const {
@@ -85,6 +100,7 @@ class DeviceSet {
 
  private:
   std::vector<DeviceTensor> tensors_;
+  bool owned_ = true;
 };
 
 TensorSet akaAllocateOutputs(const Config& config, const TensorSet& in);

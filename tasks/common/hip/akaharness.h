@@ -2,13 +2,15 @@
 // Rng, so inputs come out byte-identical for a given (configuration, seed) on every machine).
 //
 // A hip task implements four functions in two files:
-//   harness/reference.cpp (trusted, host-only, built with g++ into `reference`):
+//   harness/reference.cpp (trusted, host-only, built with g++ into `reference` and `driver`):
 //     TensorSet akaGenerate(const Config&, uint64_t seed);
 //     TensorSet akaReference(const Config&, const TensorSet& in);
 //   harness/invoke.hip (built with hipcc into `runner` with the candidate's kernel.hip):
 //     TensorSet akaAllocateOutputs(const Config&, const TensorSet& in);   // host shapes only
 //     void akaInvoke(const Config&, const DeviceSet& in, DeviceSet& out); // see akadevice.h
-// The generic mains (reference_main.cpp, runner_main.hip) do all file, plan and device handling.
+// The generic mains (reference_main.cpp, driver_main.hip, runner_main.hip) do all file, plan and
+// device handling. akaGenerate runs in the driver for every timed call (several at once, on
+// threads), so it should be fast and must be thread-safe; akaReference runs once per kept call.
 #pragma once
 
 #include "akaconfig.h"

@@ -1,30 +1,49 @@
 // runner - the only program that contains candidate code (kernel.hip, via the task's invoke.hip).
 //
+//   runner serve --channel SOCK              the worker: connects to the trusted driver
+//                                            (driver_main.hip) listening on SOCK, maps the
+//                                            device memory it lends, and calls the kernel on
+//                                            every go until the driver says goodbye
 //   runner check --plan P --data D --out O   one kernel call per case, writes O/<case>.out.akt
 //   runner perf  --plan P --data D --out O   timed calls per perf group, writes
 //                                            O/<group>.times.json, O/<case>.out.akt and
 //                                            O/gpu_state.json (clocks/temperature before, after)
 //
-// A timed call: (untimed) copy the next input set device-to-device into the same input buffers,
-// fill the outputs with 0xff bytes (NaN), write flush_bytes of device memory (evicts the 50 MiB
-// L2), synchronise the device; then queue a 100 us GPU wait (hides the host's launch latency from
-// the events), record the start event, call the kernel, record the stop
-// event and synchronise the whole device, so a call's work is finished before the next begins.
-// samples_ns are event times; wall_ns (host clock from before the start event to after the
-// device synchronisation, so it includes launch and sync latency) come alongside for checks.
-// It reads only D/<case>.in.akt of the cases it runs; seeds in the plan are ignored.
-// Exit status: 0 when every case ran, 1 when one failed (the others still run), 2 on usage.
+// serve holds nothing worth tampering with: no clock that counts, no input before its call, no
+// say in which outputs get checked. A call: on go, record an event, akaInvoke, record an event,
+// synchronise the whole device (work on side streams included), write the events' time into
+// the header (a second opinion, never trusted) and say done. An empty call (the baseline's
+// calibration) does the same around an empty kernel of its own.
+//
+// check and perf are the harness before the driver (the scorer still uses them until it runs
+// hip tasks through the driver): the runner reads its inputs from files and times itself, and
+// the scorer checks its claims against the wall clock. A timed call of perf: (untimed) copy the
+// next input set device-to-device into the same input buffers, fill the outputs with 0xff bytes
+// (NaN), write flush_bytes of device memory (evicts the 50 MiB L2), synchronise the device; then
+// queue a 100 us GPU wait (hides the host's launch latency from the events), record the start
+// event, call the kernel, record the stop event and synchronise the whole device, so a call's
+// work is finished before the next begins. samples_ns are event times; wall_ns (host clock from
+// before the start event to after the device synchronisation, so it includes launch and sync
+// latency) come alongside for checks. It reads only D/<case>.in.akt of the cases it runs; seeds
+// in the plan are ignored.
+// Exit status: 0 when every case ran (serve: after the driver's goodbye), 1 when one failed (the
+// others still run; serve: the channel or a call failed), 2 on usage.
+#include "akachannel.h"
 #include "akadevice.h"
 #include "akaplan.h"
+#include "akavmm.h"
+#include "akawait.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 namespace {
@@ -308,11 +327,171 @@ int perf(const akaplan::Plan& plan, const std::string& data, const std::string& 
   return failures ? 1 : 0;
 }
 
+// --- serve: the worker of the driver ---------------------------------------------------------
+
+using nlohmann::json;
+
+json tableOf(const TensorSet& set) {
+  json t = json::array();
+  for (const Tensor& x : set.tensors) t.push_back({{"name", x.name}, {"dtype", akt::dtypeName(x.dtype)}, {"dims", x.dims}});
+  return t;
+}
+
+// The tensors the driver describes, as shapes only (no host memory behind them).
+TensorSet shapesOf(const json& table) {
+  TensorSet set;
+  for (const json& t : table) {
+    Tensor x;
+    x.name = t.at("name").get<std::string>();
+    x.dtype = akt::parseDType(t.at("dtype").get<std::string>());
+    x.dims = t.at("dims").get<std::vector<uint64_t>>();
+    x.bytes = akt::Buffer::view(nullptr, x.elements() * akt::dtypeSize(x.dtype));
+    set.add(std::move(x));
+  }
+  return set;
+}
+
+// The same tensors as views into the shared device memory, at the offsets the driver chose.
+DeviceSet viewsInto(const SharedDeviceMemory& mem, const TensorSet& shapes, const json& offsets) {
+  if (!offsets.is_array() || offsets.size() != shapes.size())
+    throw std::runtime_error("the driver gave " + offsets.dump() + " as offsets of " + std::to_string(shapes.size()) + " tensors");
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const uint64_t off = offsets.at(i).get<uint64_t>();
+    const size_t bytes = shapes.tensors[i].bytes.size();
+    if (off > mem.size() || bytes > mem.size() - off)
+      throw std::runtime_error("the shared device memory is too small for '" + shapes.tensors[i].name + "'");
+    ptrs.push_back(mem.base() + off);
+  }
+  return DeviceSet::views(shapes, ptrs);
+}
+
+// The header page (akachannel.h) the driver passed as a memfd.
+class HeaderPage {
+ public:
+  HeaderPage(int fd, size_t size) : size_(size) {
+    if (size < sizeof(akachan::Header)) throw std::runtime_error("the driver's region is smaller than its header");
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map the region: ") + std::strerror(errno));
+    base_ = p;
+  }
+  ~HeaderPage() { munmap(base_, size_); }
+  HeaderPage(const HeaderPage&) = delete;
+  HeaderPage& operator=(const HeaderPage&) = delete;
+  akachan::Header& header() const { return *static_cast<akachan::Header*>(base_); }
+
+ private:
+  void* base_;
+  size_t size_;
+};
+
+// Closes a received descriptor on every path.
+struct ReceivedFd {
+  int fd = -1;
+  ~ReceivedFd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+json receiveWithFd(int sock, const char* type, ReceivedFd& fd) {
+  std::string text;
+  if (!akachan::receiveMessage(sock, text, &fd.fd)) throw std::runtime_error("the driver hung up");
+  json msg = json::parse(text);
+  if (msg.value("type", "") != type) throw std::runtime_error(std::string("expected the driver's '") + type + "'");
+  if (fd.fd < 0) throw std::runtime_error(std::string("the driver's '") + type + "' came without a descriptor");
+  return msg;
+}
+
+// The calibration's stand-in for a kernel: a launch that does nothing.
+__global__ void emptyKernel() {}
+
+// Runs the calls of one configuration until the driver ends it.
+void serveGroup(int sock, const json& group) {
+  constexpr int kDevice = 0;
+  const Config config(group.at("config"));
+  const TensorSet inShapes = shapesOf(group.at("inputs"));
+  const TensorSet outShapes = akaAllocateOutputs(config, inShapes);
+  akachan::sendMessage(sock, json{{"type", "outputs"}, {"outputs", tableOf(outShapes)}}.dump());
+
+  ReceivedFd regionFd, deviceFd;
+  const json region = receiveWithFd(sock, "region", regionFd);
+  const HeaderPage page(regionFd.fd, region.at("size").get<size_t>());
+  const json device = receiveWithFd(sock, "device", deviceFd);
+  const SharedDeviceMemory shared = SharedDeviceMemory::import(kDevice, deviceFd.fd, device.at("size").get<size_t>());
+  const DeviceSet in = viewsInto(shared, inShapes, device.at("inputs"));
+  DeviceSet out = viewsInto(shared, outShapes, device.at("outputs"));
+  Event start, stop;
+  akachan::Header& h = page.header();
+  akachan::sendMessage(sock, json{{"type", "mapped"}}.dump());
+
+  uint32_t last = h.go.load(std::memory_order_acquire);
+  for (;;) {
+    bool gone = false;
+    const uint32_t n = akawait::awaitChange(h.go, last, sock, &gone);
+    if (gone) throw std::runtime_error("the driver hung up");
+    last = n;
+    const uint32_t cmd = h.cmd;
+    uint32_t status = akachan::kOk;
+    if (cmd == akachan::kCall || cmd == akachan::kEmpty) {
+      try {
+        AKA_HIP_CHECK(hipEventRecord(start.get(), 0));
+        if (cmd == akachan::kCall) akaInvoke(config, in, out);
+        else hipLaunchKernelGGL(emptyKernel, dim3(1), dim3(1), 0, 0);
+        AKA_HIP_CHECK(hipEventRecord(stop.get(), 0));
+        finishCall(cmd == akachan::kCall ? "kernel call" : "empty call");
+        float ms = 0;
+        AKA_HIP_CHECK(hipEventElapsedTime(&ms, start.get(), stop.get()));
+        h.inprocNs = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+      } catch (const std::exception& e) {
+        std::cerr << "runner: " << config.name() << ": " << e.what() << "\n";
+        status = akachan::kFailed;
+      }
+    }
+    h.status = status;
+    h.done.store(n, std::memory_order_release);
+    akachan::futexWake(h.done);
+    if (cmd == akachan::kEndGroup) return;
+  }
+}
+
+int serve(const std::string& channel) {
+  AKA_HIP_CHECK(hipSetDevice(0));
+  const int sock = akachan::connectTo(channel, 120000);
+  akachan::sendMessage(sock, json{{"type", "hello"}, {"harness", "hip"}}.dump());
+  for (std::string text; akachan::receiveMessage(sock, text);) {
+    json msg = json::parse(text);
+    const std::string type = msg.at("type");
+    if (type == "bye") return 0;
+    if (type != "group") throw std::runtime_error("unexpected message '" + type + "'");
+    try {
+      serveGroup(sock, msg);
+    } catch (const std::exception& e) {
+      // The driver names the failure in its log; the worker's own stderr says it too.
+      try {
+        akachan::sendMessage(sock, json{{"type", "error"}, {"message", std::string(e.what()).substr(0, 2000)}}.dump());
+      } catch (const akachan::Error&) {  // the driver is gone already
+      }
+      throw;
+    }
+  }
+  throw std::runtime_error("the driver hung up without a goodbye");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "serve") == 0 && std::strcmp(argv[2], "--channel") == 0) {
+    std::signal(SIGPIPE, SIG_IGN);
+    try {
+      return serve(argv[3]);
+    } catch (const std::exception& e) {
+      std::cerr << "runner: " << e.what() << "\n";
+      return 1;
+    }
+  }
   if (argc < 2 || (std::strcmp(argv[1], "check") != 0 && std::strcmp(argv[1], "perf") != 0)) {
-    std::cerr << "usage: runner check|perf --plan P --data D --out O\n";
+    std::cerr << "usage: runner serve --channel SOCK\n"
+                 "       runner check|perf --plan P --data D --out O\n";
     return 2;
   }
   std::map<std::string, std::string> opts;

@@ -9,13 +9,16 @@
 
 #include "hip/hip_common.h"
 
+#include <cuda.h>  // driver API types for the virtual memory calls (no -lcuda needed)
 #include <cuda_runtime_api.h>
 #include <driver_types.h>
 #include <vector_types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -482,6 +485,170 @@ inline hipError_t hipMemsetAsync(void* dst, int value, size_t bytes, hipStream_t
 }
 inline hipError_t hipMemset2D(void* dst, size_t pitch, int value, size_t width, size_t height) {
   return cudaMemset2D(dst, pitch, value, width, height);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Virtual memory management: physical allocations mapped into reserved address ranges, and
+// shared between processes as POSIX file descriptors (hipMemCreate, hipMemExportToShareableHandle,
+// hipMemImportFromShareableHandle, hipMemMap...). Unlike hipIpcGetMemHandle, a descriptor passed
+// over a Unix socket works across pid namespaces.
+//
+// CUDA has these only in its driver API (cuMem*). They are looked up at run time through the
+// runtime's entry-point query, so programs still link with the CUDA runtime alone (no -lcuda),
+// as every other call here. The driver's CUresult codes share their numbers with the runtime's
+// cudaError_t for every error these calls return (invalid value, out of memory, not supported,
+// not permitted, invalid handle, operating system...), so they are passed through unchanged.
+
+typedef CUmemGenericAllocationHandle hipMemGenericAllocationHandle_t;  // AMD: an opaque pointer
+typedef enum hipMemAllocationType {
+  hipMemAllocationTypeInvalid = 0,
+  hipMemAllocationTypePinned = 1,
+} hipMemAllocationType;
+typedef enum hipMemAllocationHandleType {
+  hipMemHandleTypeNone = 0,
+  hipMemHandleTypePosixFileDescriptor = 1,
+  hipMemHandleTypeWin32 = 2,
+  hipMemHandleTypeWin32Kmt = 4,
+  hipMemHandleTypeFabric = 8,
+} hipMemAllocationHandleType;
+typedef enum hipMemLocationType {
+  hipMemLocationTypeInvalid = 0,
+  hipMemLocationTypeDevice = 1,
+} hipMemLocationType;
+typedef enum hipMemAccessFlags {
+  hipMemAccessFlagsProtNone = 0,
+  hipMemAccessFlagsProtRead = 1,
+  hipMemAccessFlagsProtReadWrite = 3,
+} hipMemAccessFlags;
+typedef enum hipMemAllocationGranularity_flags {
+  hipMemAllocationGranularityMinimum = 0,
+  hipMemAllocationGranularityRecommended = 1,
+} hipMemAllocationGranularity_flags;
+typedef struct hipMemLocation {
+  hipMemLocationType type;
+  int id;
+} hipMemLocation;
+typedef struct hipMemAllocationProp {
+  hipMemAllocationType type;
+  union {  // ROCm 6 spells it without the s, ROCm 7 and CUDA with it
+    hipMemAllocationHandleType requestedHandleType;
+    hipMemAllocationHandleType requestedHandleTypes;
+  };
+  hipMemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+  } allocFlags;
+} hipMemAllocationProp;
+typedef struct hipMemAccessDesc {
+  hipMemLocation location;
+  hipMemAccessFlags flags;
+} hipMemAccessDesc;
+
+namespace akad_hip {
+// The driver's function `symbol` (its CUDA 12.0 form) into *fn; the runtime's error when there is
+// no usable driver, hipErrorNotSupported when the driver lacks the function.
+template <class F>
+inline hipError_t driverEntry(const char* symbol, F* fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);
+  if (e != cudaSuccess) return e;
+  if (found != cudaDriverEntryPointSuccess || p == nullptr) return hipErrorNotSupported;
+  *fn = reinterpret_cast<F>(p);
+  return hipSuccess;
+}
+inline CUmemLocation toCu(const hipMemLocation& l) {
+  CUmemLocation c;
+  std::memset(&c, 0, sizeof c);
+  c.type = static_cast<CUmemLocationType>(l.type);
+  c.id = l.id;
+  return c;
+}
+inline CUmemAllocationProp toCu(const hipMemAllocationProp& p) {
+  CUmemAllocationProp c;
+  std::memset(&c, 0, sizeof c);
+  c.type = static_cast<CUmemAllocationType>(p.type);
+  c.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(p.requestedHandleTypes);
+  c.location = toCu(p.location);
+  c.win32HandleMetaData = p.win32HandleMetaData;
+  c.allocFlags.compressionType = p.allocFlags.compressionType;
+  c.allocFlags.gpuDirectRDMACapable = p.allocFlags.gpuDirectRDMACapable;
+  c.allocFlags.usage = p.allocFlags.usage;
+  return c;
+}
+inline CUdeviceptr devicePtr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+}  // namespace akad_hip
+
+// Calls the driver's `name`, looked up once per call site.
+#define AKAD_HIP_DRIVER_CALL(name, ...)                                                       \
+  do {                                                                                        \
+    static decltype(&::name) akadFn_ = nullptr;                                               \
+    static const hipError_t akadLookup_ = akad_hip::driverEntry(#name, &akadFn_);             \
+    if (akadLookup_ != hipSuccess) return akadLookup_;                                        \
+    return static_cast<hipError_t>(akadFn_(__VA_ARGS__));                                     \
+  } while (0)
+
+inline hipError_t hipMemGetAllocationGranularity(size_t* granularity, const hipMemAllocationProp* prop,
+                                                 hipMemAllocationGranularity_flags option) {
+  if (prop == nullptr) return hipErrorInvalidValue;
+  const CUmemAllocationProp c = akad_hip::toCu(*prop);
+  AKAD_HIP_DRIVER_CALL(cuMemGetAllocationGranularity, granularity, &c,
+                       static_cast<CUmemAllocationGranularity_flags>(option));
+}
+inline hipError_t hipMemCreate(hipMemGenericAllocationHandle_t* handle, size_t size,
+                               const hipMemAllocationProp* prop, unsigned long long flags) {
+  if (prop == nullptr) return hipErrorInvalidValue;
+  const CUmemAllocationProp c = akad_hip::toCu(*prop);
+  AKAD_HIP_DRIVER_CALL(cuMemCreate, handle, size, &c, flags);
+}
+inline hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle) {
+  AKAD_HIP_DRIVER_CALL(cuMemRelease, handle);
+}
+// For hipMemHandleTypePosixFileDescriptor, *shareableHandle receives an int.
+inline hipError_t hipMemExportToShareableHandle(void* shareableHandle, hipMemGenericAllocationHandle_t handle,
+                                                hipMemAllocationHandleType handleType, unsigned long long flags) {
+  AKAD_HIP_DRIVER_CALL(cuMemExportToShareableHandle, shareableHandle, handle,
+                       static_cast<CUmemAllocationHandleType>(handleType), flags);
+}
+// For hipMemHandleTypePosixFileDescriptor, osHandle is the descriptor itself:
+// reinterpret_cast<void*>(static_cast<uintptr_t>(fd)), as on AMD.
+inline hipError_t hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t* handle, void* osHandle,
+                                                  hipMemAllocationHandleType handleType) {
+  AKAD_HIP_DRIVER_CALL(cuMemImportFromShareableHandle, handle, osHandle,
+                       static_cast<CUmemAllocationHandleType>(handleType));
+}
+inline hipError_t hipMemAddressReserve(void** ptr, size_t size, size_t alignment, void* addr,
+                                       unsigned long long flags) {
+  if (ptr == nullptr) return hipErrorInvalidValue;
+  static decltype(&::cuMemAddressReserve) fn = nullptr;
+  static const hipError_t lookup = akad_hip::driverEntry("cuMemAddressReserve", &fn);
+  if (lookup != hipSuccess) return lookup;
+  CUdeviceptr p = 0;
+  const CUresult r = fn(&p, size, alignment, akad_hip::devicePtr(addr), flags);
+  *ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+  return static_cast<hipError_t>(r);
+}
+inline hipError_t hipMemAddressFree(void* ptr, size_t size) {
+  AKAD_HIP_DRIVER_CALL(cuMemAddressFree, akad_hip::devicePtr(ptr), size);
+}
+inline hipError_t hipMemMap(void* ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,
+                            unsigned long long flags) {
+  AKAD_HIP_DRIVER_CALL(cuMemMap, akad_hip::devicePtr(ptr), size, offset, handle, flags);
+}
+inline hipError_t hipMemUnmap(void* ptr, size_t size) {
+  AKAD_HIP_DRIVER_CALL(cuMemUnmap, akad_hip::devicePtr(ptr), size);
+}
+inline hipError_t hipMemSetAccess(void* ptr, size_t size, const hipMemAccessDesc* desc, size_t count) {
+  if (desc == nullptr && count > 0) return hipErrorInvalidValue;
+  std::vector<CUmemAccessDesc> c(count);
+  for (size_t i = 0; i < count; ++i) {
+    c[i].location = akad_hip::toCu(desc[i].location);
+    c[i].flags = static_cast<CUmemAccess_flags>(desc[i].flags);
+  }
+  AKAD_HIP_DRIVER_CALL(cuMemSetAccess, akad_hip::devicePtr(ptr), size, c.data(), count);
 }
 
 // ---------------------------------------------------------------------------------------------
