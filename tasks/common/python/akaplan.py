@@ -30,7 +30,9 @@ def safe_name(s):
 
 
 def read_plan(path):
-    """Returns {"cases": [{"name", "config", "seed"?}], "perf": {...} or None}, validated."""
+    """Returns {"cases": [{"name", "config", "seed"?}], "perf": {...} or None}, validated. A perf
+    group is {"name", "cases", "empty", "keep"}: the driver's calibration calls (only the trusted
+    baseline gets them) and the probability that a timed call's output is verified."""
     try:
         with open(path) as f:
             j = json.load(f)
@@ -75,7 +77,12 @@ def read_plan(path):
                         raise PlanError(f"{path}: perf group '{g['name']}' names unknown case '{cn}'")
                 if not g["cases"]:
                     raise PlanError(f"{path}: perf group '{g['name']}' has no cases")
-                perf["groups"].append({"name": g["name"], "cases": list(g["cases"])})
+                empty, keep = g.get("empty", 0), g.get("keep", 0.0)
+                if (isinstance(empty, bool) or not isinstance(empty, int) or empty < 0
+                        or isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 <= keep <= 1):
+                    raise PlanError(f"{path}: perf group '{g['name']}' needs empty >= 0 and keep in [0, 1]")
+                perf["groups"].append({"name": g["name"], "cases": list(g["cases"]), "empty": empty,
+                                       "keep": float(keep)})
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PlanError(f"{path}: malformed perf section: {e!r}")
     return {"cases": cases, "perf": perf}

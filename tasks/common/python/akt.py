@@ -83,7 +83,7 @@ def write_akt(path, tensors):
         parts.append(struct.pack(f"<{t.dim()}Q", *t.shape))
         flat = t.detach().to("cpu").contiguous().reshape(-1)
         if flat.numel():
-            parts.append(flat.view(torch.uint8).numpy().tobytes())
+            parts.append(flat.view(torch.uint8).numpy())  # written as it is: no copy into bytes
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         for p in parts:

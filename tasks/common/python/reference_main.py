@@ -6,10 +6,13 @@ the task's reference.py, which defines
     reference(config: dict, inputs: dict) -> dict[str, torch.Tensor]  reference outputs).
 
   reference generate --plan P --data D   writes D/<case>.in.akt and D/<case>.ref.akt
-  reference plan --configs C --out P [--seed S]
+  reference plan --configs C --out P [--seed S] [--warmup N] [--samples N] [--input_sets N]
                                          writes a plan for the configurations in C (a
                                          configs.json) with seeds derived from S (random when
-                                         absent); for `make test`, never used by the scorer
+                                         absent); for `make test` and `make bench`, never used
+                                         by the scorer. Its perf groups ask the driver to verify
+                                         30% of the timed calls and to make samples/4 (at least
+                                         5) empty calls, so `make bench` shows the overhead.
 """
 import json
 import os
@@ -56,19 +59,23 @@ def mix(x):
     return x ^ (x >> 31)
 
 
-def write_plan(configs_path, out_path, seed):
+def write_plan(configs_path, out_path, seed, overrides):
     with open(configs_path) as f:
         cfg = json.load(f)
     if not isinstance(cfg.get("configs"), list):
         raise ValueError(f"{configs_path}: no 'configs' array")
-    timing = cfg.get("timing", {})
+    timing = dict(cfg.get("timing", {}))
+    for key in ("warmup", "samples", "input_sets"):
+        if key in overrides:
+            timing[key] = int(overrides[key])
+    samples = int(timing.get("samples", 30))
     input_sets = int(timing.get("input_sets", 3))
     cases, groups, n = [], [], 0
     for c in cfg["configs"]:
         name = c["name"]
         n += 1
         cases.append({"name": name + ".s0", "config": c, "seed": mix((seed + n) & MASK64)})
-        group = {"name": name, "cases": []}
+        group = {"name": name, "cases": [], "keep": 0.3, "empty": max(5, samples // 4)}
         for i in range(input_sets):
             n += 1
             case_name = f"{name}.p{i}"
@@ -76,7 +83,7 @@ def write_plan(configs_path, out_path, seed):
             group["cases"].append(case_name)
         groups.append(group)
     plan = {"cases": cases,
-            "perf": {"warmup": int(timing.get("warmup", 3)), "samples": int(timing.get("samples", 30)),
+            "perf": {"warmup": int(timing.get("warmup", 3)), "samples": samples,
                      "flush_bytes": int(timing.get("flush_bytes", 64 << 20)), "groups": groups}}
     with open(out_path, "w") as f:
         json.dump(plan, f, indent=1)
@@ -86,7 +93,7 @@ def write_plan(configs_path, out_path, seed):
 
 def main(argv):
     usage = ("usage: reference generate --plan P --data D\n"
-             "       reference plan --configs C --out P [--seed S]\n")
+             "       reference plan --configs C --out P [--seed S] [--warmup N] [--samples N] [--input_sets N]\n")
     if len(argv) < 2:
         sys.stderr.write(usage)
         return 2
@@ -96,7 +103,7 @@ def main(argv):
             return generate(need(opts, "plan"), need(opts, "data"))
         if argv[1] == "plan":
             seed = int(opts["seed"]) if "seed" in opts else random.SystemRandom().getrandbits(64)
-            return write_plan(need(opts, "configs"), need(opts, "out"), seed)
+            return write_plan(need(opts, "configs"), need(opts, "out"), seed, opts)
     except Exception as e:  # every failure is reported with its cause, never a bare traceback
         print(f"reference: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

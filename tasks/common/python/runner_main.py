@@ -3,21 +3,34 @@ through the task's harness/invoke.py, which defines
     allocate_outputs(config: dict, inputs: dict) -> dict[str, torch.Tensor]   on the GPU
     invoke(kernel, config: dict, inputs: dict, outputs: dict) -> None          fills outputs).
 
+  runner serve --channel SOCK              the worker of a trusted driver (driver_main.py):
+                                           connects to SOCK and runs the calls it sends until
+                                           it says goodbye. It holds nothing worth tampering
+                                           with: no clock that counts, no input before its
+                                           call, no say in which outputs get checked.
   runner check --plan P --data D --out O   one kernel call per case, writes O/<case>.out.akt
   runner perf  --plan P --data D --out O   timed calls per perf group, writes
                                            O/<group>.times.json, O/<case>.out.akt and
                                            O/gpu_state.json (clocks/temperature before, after)
 
-A timed call: (untimed) copy the next input set into the same input tensors on the GPU, fill the
-outputs with 0xff bytes (NaN), write flush_bytes of GPU memory (evicts L2), synchronise the
-device, queue a short GPU wait that hides the host's launch latency; then record the start
-event, call, record the stop event and synchronise the whole device. samples_ns are event times; wall_ns (host clock around the same span, including launch
-and synchronisation latency) come alongside for checks. Seeds in the plan are ignored.
-Exit status: 0 when every case ran, 1 when one failed (the others still run), 2 on usage.
+serve, per configuration (akachannel.py, akacuda.py): the driver names the input tensors; the
+runner asks allocate_outputs for the output shapes (on placeholder inputs), answers with them,
+maps the header page and the GPU memory the driver shares, and then, per `go`: records a start
+event, calls invoke (not on an empty call), records a stop event, synchronises its device, writes
+the event time to the header (the driver's second opinion) and posts `done`.
+
+check and perf are the older in-process harness (the hip harness's twin, and the scorer's path
+before the driver): a timed call there is (untimed) copy the next input set into the same input
+tensors on the GPU, fill the outputs with 0xff bytes (NaN), write flush_bytes of GPU memory
+(evicts L2), synchronise the device, queue a short GPU wait that hides the host's launch latency;
+then record the start event, call, record the stop event and synchronise the whole device.
+samples_ns are event times; wall_ns (host clock around the same span, including launch and
+synchronisation latency) come alongside for checks. Seeds in the plan are ignored.
+Exit status: 0 when every case ran (serve: after the driver's goodbye), 1 when one failed (the
+others still run; serve: the channel or a call failed), 2 on usage.
 """
 import json
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -27,8 +40,8 @@ WORKSPACE = os.path.dirname(HARNESS)
 sys.path.insert(0, HARNESS)
 sys.path.insert(0, WORKSPACE)  # the candidate's modules (kernel.py) come first
 
+import akachannel as chan  # noqa: E402
 import akaplan  # noqa: E402
-import akt  # noqa: E402
 
 
 def poison(outputs):
@@ -62,39 +75,6 @@ def check(plan, data, out_dir):
             report(f"case {case['name']}", e)
             failures += 1
     return 1 if failures else 0
-
-
-def gpu_state():
-    """GPU clocks and temperature for the scorer's throttling check: nvidia-smi when the
-    sandbox has it (every visible GPU, with CUDA_VISIBLE_DEVICES), else what torch offers."""
-    state = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    fields = ["index", "pci.bus_id", "clocks.sm", "clocks.mem", "clocks.max.sm", "temperature.gpu", "power.draw"]
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"],
-                           capture_output=True, text=True, timeout=20)
-        if r.returncode == 0:
-            gpus = []
-            for line in r.stdout.strip().splitlines():
-                values = [v.strip() for v in line.split(",")]
-                gpu = {}
-                for k, v in zip(fields, values):
-                    try:
-                        gpu[k] = float(v)
-                    except ValueError:
-                        gpu[k] = v
-                gpus.append(gpu)
-            state["gpus"] = gpus
-            state["source"] = "nvidia-smi"
-            return state
-    except (OSError, subprocess.SubprocessError):
-        pass
-    state["source"] = "torch (nvidia-smi unavailable)"
-    for key, fn in (("clocks.sm", "clock_rate"), ("temperature.gpu", "temperature")):
-        try:
-            state[key] = getattr(torch.cuda, fn)()
-        except Exception as e:  # needs pynvml, which may be missing
-            state[key] = f"unavailable: {type(e).__name__}"
-    return state
 
 
 # GPU cycles of a wait queued just before the start event (about 100 us at the H200's 2 GHz; longer
@@ -175,7 +155,7 @@ def perf_group(plan, group, data, out_dir, flush):
 def perf(plan, data, out_dir):
     if plan["perf"] is None:
         raise ValueError("the plan has no 'perf' section")
-    state = {"before": gpu_state()}
+    state = {"before": akacuda.gpu_state()}
     fb = plan["perf"]["flush_bytes"]
     flush = torch.empty(fb, dtype=torch.uint8, device="cuda") if fb > 0 else None
     failures = 0
@@ -185,32 +165,155 @@ def perf(plan, data, out_dir):
         except Exception as e:
             report(f"perf group {group['name']}", e)
             failures += 1
-    state["after"] = gpu_state()
+    state["after"] = akacuda.gpu_state()
     with open(os.path.join(out_dir, "gpu_state.json"), "w") as f:
         json.dump(state, f, indent=1)
         f.write("\n")
     return 1 if failures else 0
 
 
+def dtype_of(name):
+    if name not in akt.NAMES:
+        raise ValueError(f"unknown dtype '{name}'")
+    return akt.DTYPES[akt.NAMES.index(name)]
+
+
+def output_table(config, in_layout):
+    """The output shapes allocate_outputs gives for inputs of these shapes (placeholders,
+    uninitialised, freed right after)."""
+    placeholders = {n: torch.empty(dims, dtype=dt, device="cuda") for n, dt, dims in in_layout}
+    outputs = invoke.allocate_outputs(dict(config), placeholders)
+    table = []
+    for n, t in outputs.items():
+        if not isinstance(t, torch.Tensor) or t.dtype not in akt.DTYPES:
+            raise ValueError(f"allocate_outputs gave '{n}' of an unsupported type or dtype")
+        table.append({"name": n, "dtype": akt.dtype_name(t.dtype), "dims": list(t.shape)})
+    del placeholders, outputs
+    torch.cuda.empty_cache()
+    return table
+
+
+def receive(sock, what):
+    msg, fd = chan.receive_message(sock)
+    if msg is None:
+        if fd is not None:
+            os.close(fd)
+        raise RuntimeError(f"the driver hung up instead of sending {what}")
+    return msg, fd
+
+
+def serve_group(sock, group, device):
+    """Runs the calls of one configuration until the driver ends it."""
+    config = dict(group["config"])
+    in_layout = [(t["name"], dtype_of(t["dtype"]), list(t["dims"])) for t in group["inputs"]]
+    table = output_table(config, in_layout)
+    out_layout = [(t["name"], dtype_of(t["dtype"]), t["dims"]) for t in table]
+    chan.send_message(sock, {"type": "outputs", "outputs": table})
+
+    region, fd = receive(sock, "the region")
+    if fd is None or region.get("type") != "region":
+        raise RuntimeError("the driver sent no region")
+    header = chan.Header.attach(fd, int(region["size"]))
+    memory = None
+    try:
+        dm, fd = receive(sock, "the device memory")
+        if fd is None or dm.get("type") != "device-memory" or dm.get("api") != "cuda-vmm":
+            raise RuntimeError("the driver sent no device memory")
+        try:
+            if dm["device"] != akacuda.device_id(device):
+                raise RuntimeError(f"the driver's GPU {dm['device']} is not this worker's "
+                                   f"({akacuda.device_id(device)})")
+            memory = akacuda.SharedMemory.import_fd(fd, int(dm["size"]), device)
+        finally:
+            os.close(fd)
+        inputs = {n: memory.tensor(off, dt, dims) for (n, dt, dims), off in zip(in_layout, dm["inputs"])}
+        outputs = {n: memory.tensor(off, dt, dims) for (n, dt, dims), off in zip(out_layout, dm["outputs"])}
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        alive = lambda: not chan.peer_gone(sock)  # a driver that is gone ends this worker too
+        last = header.go()  # before "mapped": the first go may follow it at once
+        chan.send_message(sock, {"type": "mapped"})
+        while True:
+            n = header.wait_go(last, alive)
+            last = n
+            cmd = header.cmd()
+            status, inproc = chan.OK, 0
+            if cmd in (chan.CALL, chan.EMPTY):
+                try:
+                    start.record()
+                    if cmd == chan.CALL:
+                        invoke.invoke(kernel, config, inputs, outputs)
+                    stop.record()
+                    torch.cuda.synchronize()
+                    inproc = int(start.elapsed_time(stop) * 1e6)
+                except Exception as e:
+                    report(f"{config.get('name', '?')}: call", e)
+                    status = chan.FAILED
+                    chan.send_message(sock, {"type": "error", "message": f"{type(e).__name__}: {e}"[:2000]})
+            else:
+                torch.cuda.synchronize()  # nothing of ours may still touch the memory we unmap
+            header.finish(n, status, inproc)
+            if cmd == chan.END_GROUP:
+                return
+    finally:
+        inputs = outputs = None
+        if memory is not None:
+            memory.close()
+        header.close()
+
+
+def serve(channel):
+    device = akacuda.current_device()
+    sock = chan.connect(channel)
+    chan.send_message(sock, {"type": "hello", "harness": "python"})
+    while True:
+        msg, fd = chan.receive_message(sock)
+        if fd is not None:
+            os.close(fd)
+        if msg is None:
+            raise RuntimeError("the driver hung up without a goodbye")
+        kind = msg.get("type") if isinstance(msg, dict) else None
+        if kind == "bye":
+            return 0
+        if kind != "group":
+            raise RuntimeError(f"unexpected message '{kind}'")
+        try:
+            serve_group(sock, msg, device)
+        except Exception as e:
+            # The driver names the failure in its log; the worker's own stderr says it too.
+            try:
+                chan.send_message(sock, {"type": "error", "message": f"{type(e).__name__}: {e}"[:2000]})
+            except OSError:  # the driver is gone already
+                pass
+            raise
+
+
 def main(argv):
-    global torch, invoke, kernel
-    if len(argv) < 2 or argv[1] not in ("check", "perf"):
-        sys.stderr.write("usage: runner check|perf --plan P --data D --out O\n")
+    global torch, invoke, kernel, akt, akacuda
+    usage = "usage: runner serve --channel SOCK\n       runner check|perf --plan P --data D --out O\n"
+    if len(argv) < 2 or argv[1] not in ("serve", "check", "perf"):
+        sys.stderr.write(usage)
         return 2
     try:
-        opts = akaplan.parse_options(argv[2:], ("plan", "data", "out"))
-        plan = akaplan.read_plan(opts["plan"])
-        os.makedirs(opts["out"], exist_ok=True)
+        if argv[1] == "serve":
+            opts = akaplan.parse_options(argv[2:], ("channel",))
+        else:
+            opts = akaplan.parse_options(argv[2:], ("plan", "data", "out"))
+            plan = akaplan.read_plan(opts["plan"])
+            os.makedirs(opts["out"], exist_ok=True)
     except Exception as e:
         print(f"runner: {e}", file=sys.stderr)
         return 2
     try:
         import torch
+        import akacuda
+        import akt
         import invoke  # the task's harness/invoke.py
         import kernel  # the candidate
         if not torch.cuda.is_available():
             raise RuntimeError("no CUDA device visible to torch")
         with torch.no_grad():
+            if argv[1] == "serve":
+                return serve(opts["channel"])
             if argv[1] == "check":
                 return check(plan, opts["data"], opts["out"])
             return perf(plan, opts["data"], opts["out"])

@@ -3,10 +3,12 @@ bf16; the reference works in float64 and rounds once to bf16."""
 import torch
 
 
-def generate(config, seed):
-    g = torch.Generator().manual_seed(seed % (1 << 63))
-    x = torch.rand(config["rows"], config["cols"], generator=g) * 8 - 4
-    bias = torch.rand(config["cols"], generator=g) * 2 - 1
+def generate(config, seed, device="cpu"):
+    """Drawn on `device`: the driver draws its timed calls' inputs on the GPU, where the same seed
+    gives other values than on the CPU."""
+    g = torch.Generator(device).manual_seed(seed % (1 << 63))
+    x = torch.rand(config["rows"], config["cols"], generator=g, device=device) * 8 - 4
+    bias = torch.rand(config["cols"], generator=g, device=device) * 2 - 1
     return {"x": x.to(torch.bfloat16), "bias": bias.to(torch.bfloat16)}
 
 

@@ -4,11 +4,13 @@ in float64 and rounds once to f16."""
 import torch
 
 
-def generate(config, seed):
-    g = torch.Generator().manual_seed(seed % (1 << 63))
-    x = torch.rand(config["rows"], config["cols"], generator=g) * 16 - 8
-    masked = torch.rand(config["cols"], generator=g) < 0.25
-    mask = torch.where(masked, torch.tensor(-10000.0), torch.tensor(0.0))
+def generate(config, seed, device="cpu"):
+    """Drawn on `device`: the driver draws its timed calls' inputs on the GPU, where the same seed
+    gives other values than on the CPU."""
+    g = torch.Generator(device).manual_seed(seed % (1 << 63))
+    x = torch.rand(config["rows"], config["cols"], generator=g, device=device) * 16 - 8
+    masked = torch.rand(config["cols"], generator=g, device=device) < 0.25
+    mask = torch.where(masked, torch.tensor(-10000.0, device=device), torch.tensor(0.0, device=device))
     return {"x": x.to(torch.float16), "mask": mask.to(torch.float16)}
 
 

@@ -3,10 +3,12 @@ configuration (default 1e-6); the reference works in float64 and rounds once to 
 import torch
 
 
-def generate(config, seed):
-    g = torch.Generator().manual_seed(seed % (1 << 63))
-    x = torch.rand(config["rows"], config["cols"], generator=g) * 6 - 3
-    w = torch.rand(config["cols"], generator=g) + 0.5
+def generate(config, seed, device="cpu"):
+    """Drawn on `device`: the driver draws its timed calls' inputs on the GPU, where the same seed
+    gives other values than on the CPU."""
+    g = torch.Generator(device).manual_seed(seed % (1 << 63))
+    x = torch.rand(config["rows"], config["cols"], generator=g, device=device) * 6 - 3
+    w = torch.rand(config["cols"], generator=g, device=device) + 0.5
     return {"x": x.to(torch.float16), "w": w.to(torch.float16)}
 
 

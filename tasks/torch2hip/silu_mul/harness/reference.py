@@ -3,9 +3,11 @@ computed in float64 and rounded once to bf16."""
 import torch
 
 
-def generate(config, seed):
-    g = torch.Generator().manual_seed(seed % (1 << 63))
-    x = torch.rand(config["rows"], 2 * config["d"], generator=g) * 8 - 4
+def generate(config, seed, device="cpu"):
+    """Drawn on `device`: the driver draws its timed calls' inputs on the GPU, where the same seed
+    gives other values than on the CPU."""
+    g = torch.Generator(device).manual_seed(seed % (1 << 63))
+    x = torch.rand(config["rows"], 2 * config["d"], generator=g, device=device) * 8 - 4
     return {"x": x.to(torch.bfloat16)}
 
 

@@ -4,11 +4,13 @@ import torch
 
 
 def _uniform(g, shape, lo, hi):
-    return (torch.rand(*shape, generator=g) * (hi - lo) + lo).to(torch.bfloat16)
+    return (torch.rand(*shape, generator=g, device=g.device) * (hi - lo) + lo).to(torch.bfloat16)
 
 
-def generate(config, seed):
-    g = torch.Generator().manual_seed(seed % (1 << 63))
+def generate(config, seed, device="cpu"):
+    """Drawn on `device`: the driver draws its timed calls' inputs on the GPU, where the same seed
+    gives other values than on the CPU."""
+    g = torch.Generator(device).manual_seed(seed % (1 << 63))
     rows, cols = config["rows"], config["cols"]
     return {"x": _uniform(g, (rows, cols), -3, 3), "w": _uniform(g, (cols,), 0.5, 1.5),
             "b": _uniform(g, (cols,), -0.5, 0.5)}

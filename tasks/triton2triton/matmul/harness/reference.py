@@ -3,11 +3,13 @@ multiplies in float64 and rounds once to f16."""
 import torch
 
 
-def generate(config, seed):
-    g = torch.Generator().manual_seed(seed % (1 << 63))
+def generate(config, seed, device="cpu"):
+    """Drawn on `device`: the driver draws its timed calls' inputs on the GPU, where the same seed
+    gives other values than on the CPU."""
+    g = torch.Generator(device).manual_seed(seed % (1 << 63))
     m, n, k = config["m"], config["n"], config["k"]
-    a = (torch.rand(m, k, generator=g) * 2 - 1).to(torch.float16)
-    b = (torch.rand(k, n, generator=g) * 2 - 1).to(torch.float16)
+    a = (torch.rand(m, k, generator=g, device=device) * 2 - 1).to(torch.float16)
+    b = (torch.rand(k, n, generator=g, device=device) * 2 - 1).to(torch.float16)
     return {"a": a, "b": b}
 
 

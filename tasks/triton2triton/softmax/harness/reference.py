@@ -2,9 +2,11 @@
 import torch
 
 
-def generate(config, seed):
-    g = torch.Generator().manual_seed(seed % (1 << 63))
-    x = torch.rand(config["rows"], config["cols"], generator=g) * 16 - 8
+def generate(config, seed, device="cpu"):
+    """Drawn on `device`: the driver draws its timed calls' inputs on the GPU, where the same seed
+    gives other values than on the CPU."""
+    g = torch.Generator(device).manual_seed(seed % (1 << 63))
+    x = torch.rand(config["rows"], config["cols"], generator=g, device=device) * 16 - 8
     return {"x": x.to(torch.float16)}
 
 

@@ -1,0 +1,267 @@
+"""Helpers of scripts/device-python-driver (run on the GPU machine with the torch interpreter).
+
+  compare BASE_WS SOL_WS      per visible configuration: triton.testing.do_bench (median) of the
+                              baseline's and the solution's kernel through invoke, and the time
+                              of the task's generate on the CPU and on the GPU; JSON on stdout
+  attacks TASK WORK           writes WORK/attack-*.py: the solution's kernel.py, cheating
+  ipc-export PATH             a cupy buffer's legacy IPC handle into PATH; waits for PATH.done
+  ipc-import PATH             opens that handle and reads the buffer, or says why not
+  verdict FILE                one line for an akacheck verdict
+  summary WORK TASK...        the table of the run
+"""
+import glob
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def compare(base_ws, sol_ws):
+    import torch
+    import triton
+
+    torch.set_grad_enabled(False)
+    reference = load_module("reference", f"{base_ws}/harness/reference.py")
+    invoke = load_module("invoke", f"{base_ws}/harness/invoke.py")
+    kernels = {"baseline": load_module("kernel_baseline", f"{base_ws}/kernel.py"),
+               "solution": load_module("kernel_solution", f"{sol_ws}/kernel.py")}
+    result = {}
+    for c in json.load(open(f"{base_ws}/configs.json"))["configs"]:
+        t0 = time.perf_counter()
+        made = reference.generate(dict(c), 12345)
+        cpu_s = time.perf_counter() - t0
+        gpu = []
+        for seed in range(6):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            reference.generate(dict(c), seed, device="cuda")
+            torch.cuda.synchronize()
+            gpu.append(time.perf_counter() - t0)
+        inputs = {k: v.cuda() for k, v in made.items()}
+        outputs = invoke.allocate_outputs(dict(c), inputs)
+        r = {"generate_cpu_ms": cpu_s * 1e3, "generate_gpu_ms": statistics.median(gpu[1:]) * 1e3}
+        for who, k in kernels.items():
+            ms = triton.testing.do_bench(lambda: invoke.invoke(k, c, inputs, outputs), warmup=100, rep=500,
+                                         return_mode="median")
+            r[f"dobench_{who}_us"] = ms * 1e3
+        result[c["name"]] = r
+        print(c["name"], r, file=sys.stderr)
+    json.dump(result, sys.stdout)
+
+
+ATTACKS = {
+    "a1-side-stream": '''
+import torch
+_side = None
+_calls = 0
+
+
+def silu_mul(x, y):
+    """Attack a1: after three honest calls the work goes to a side stream and the call returns
+    without waiting for it."""
+    global _side, _calls
+    _calls += 1
+    if _calls <= 3:
+        return _honest_silu_mul(x, y)
+    if _side is None:
+        _side = torch.cuda.Stream()
+    with torch.cuda.stream(_side):
+        _honest_silu_mul(x, y)
+''',
+    "b-deferred": '''
+import threading
+import time
+
+import torch
+_calls = 0
+
+
+def silu_mul(x, y):
+    """Attack b: after three honest calls the call returns at once and a thread does the work
+    1 ms later."""
+    global _calls
+    _calls += 1
+    if _calls <= 3:
+        return _honest_silu_mul(x, y)
+
+    def later():
+        time.sleep(0.001)
+        _honest_silu_mul(x, y)
+        torch.cuda.synchronize()
+
+    threading.Thread(target=later, daemon=True).start()
+''',
+}
+# a2: a1, and the loader's device synchronise and event timer patched away, so that the worker
+# posts done right after the launch.
+ATTACKS["a2-side-stream-unsynced"] = ATTACKS["a1-side-stream"] + '''
+
+torch.cuda.synchronize = lambda device=None: None
+torch.cuda.Event.elapsed_time = lambda self, end: 0.001
+'''
+
+
+def attacks(task, work):
+    honest = open(f"tasks/{task}/solution/kernel.py").read().replace("def silu_mul(", "def _honest_silu_mul(")
+    for name, code in ATTACKS.items():
+        with open(f"{work}/attack-{name}.py", "w") as f:
+            f.write(honest + "\n" + code)
+
+
+def ipc_export(path):
+    import cupy as cp
+
+    a = cp.arange(1024, dtype=cp.float32)
+    handle = cp.cuda.runtime.ipcGetMemHandle(a.data.ptr)
+    with open(path + ".tmp", "wb") as f:
+        f.write(bytes(handle))
+    os.rename(path + ".tmp", path)
+    for _ in range(600):
+        if os.path.exists(path + ".done"):
+            return
+        time.sleep(0.1)
+
+
+def ipc_import(path):
+    import cupy as cp
+
+    try:
+        p = cp.cuda.runtime.ipcOpenMemHandle(open(path, "rb").read())
+        mem = cp.cuda.UnownedMemory(p, 4096, None)
+        arr = cp.ndarray((1024,), cp.float32, cp.cuda.MemoryPointer(mem, 0))
+        print(f"opened, sum {float(arr.sum()):.0f} (expected 523776), pid {os.getpid()}")
+        cp.cuda.runtime.ipcCloseMemHandle(p)
+    except Exception as e:
+        print(f"failed: {type(e).__name__}: {e} (pid {os.getpid()})")
+
+
+def median(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def cv(v):
+    return statistics.pstdev(v) / statistics.fmean(v) if len(v) > 1 else float("nan")
+
+
+def reports(work, pattern):
+    out = {}
+    for path in sorted(glob.glob(f"{work}/{pattern}/report.json")):
+        for g in json.load(open(path))["groups"]:
+            d = out.setdefault(g["name"], {"samples": [], "empty": [], "inproc": [], "kept": 0, "tail": [],
+                                           "empty_tail": []})
+            d["samples"] += g["samples_ns"]
+            d["empty"] += g["empty_ns"]
+            d["inproc"] += g["inproc_ns"]
+            d["kept"] += g["kept"]
+            d["tail"] += g.get("tail_ns", [])
+            d["empty_tail"] += g.get("empty_tail_ns", [])
+    return out
+
+
+def old_harness(ws):
+    out = {}
+    for path in glob.glob(f"{ws}/old-out/*.times.json"):
+        out[os.path.basename(path)[:-len(".times.json")]] = median(json.load(open(path))["samples_ns"])
+    return out
+
+
+def verdict(work, name):
+    return verdict_line(f"{work}/{name}.verdict.json")
+
+
+def verdict_line(path):
+    try:
+        v = json.load(open(path))
+    except (OSError, ValueError):
+        return "no verdict"
+    bad = [c for c in v["cases"] if not c["ok"]]
+    line = f"{'ok' if v['ok'] else 'WRONG'}, {len(v['cases']) - len(bad)}/{len(v['cases'])} kept calls right"
+    if bad:
+        line += f" (first wrong: {bad[0]['name']}: {bad[0]['reason']})"
+    return line
+
+
+def summary(work, tasks):
+    us = lambda ns: ns / 1e3
+    for task in tasks:
+        tid = task.replace("/", "-")
+        base, sol = reports(work, f"{tid}-perf-baseline-*"), reports(work, f"{tid}-perf-candidate-*")
+        try:
+            cmp = json.load(open(f"{work}/{tid}-compare.json"))
+        except (OSError, ValueError):
+            cmp = {}
+        old_b, old_s = old_harness(f"{work}/{tid}-baseline"), old_harness(f"{work}/{tid}-solution")
+        print(f"\n{task}: check baseline {verdict(work, tid + '-check-baseline')}, "
+              f"solution {verdict(work, tid + '-check-solution')}")
+        for name in base:
+            b, s = base[name], sol.get(name)
+            overhead = median(b["empty"])
+            print(f"  {name}: overhead (empty calls) {us(overhead):.1f} us, IQR "
+                  f"{us(statistics.quantiles(b['empty'], n=4)[2] - statistics.quantiles(b['empty'], n=4)[0]) if len(b['empty']) > 3 else float('nan'):.1f} us"
+                  f" over {len(b['empty'])}, of it {us(median(b['empty_tail'])):.1f} us after done")
+            rows = [("baseline", b), ("solution", s)]
+            nets = {}
+            for who, d in rows:
+                if not d:
+                    print(f"    {who}: no perf report")
+                    continue
+                net = [x - overhead for x in d["samples"]]
+                nets[who] = median(net)
+                print(f"    {who:8s} raw {us(median(d['samples'])):8.1f} us  net {us(median(net)):8.1f} us  "
+                      f"in-process {us(median(d['inproc'])):8.1f} us  after done {us(median(d['tail'])):6.1f} us  "
+                      f"CV raw {cv(d['samples']):.3f} net {cv(net):.3f}  n={len(d['samples'])} kept={d['kept']}")
+            c = cmp.get(name, {})
+            line = "    speedup: driver net "
+            line += f"{nets['baseline'] / nets['solution']:.2f}x" if len(nets) == 2 else "?"
+            if base[name]["samples"] and s:
+                line += f", driver raw {median(b['samples']) / median(s['samples']):.2f}x"
+            if c:
+                line += (f"; do_bench {c['dobench_baseline_us']:.1f} / {c['dobench_solution_us']:.1f} us = "
+                         f"{c['dobench_baseline_us'] / c['dobench_solution_us']:.2f}x")
+            if name in old_b and name in old_s:
+                line += f"; old harness {us(old_b[name]):.1f} / {us(old_s[name]):.1f} us = {old_b[name] / old_s[name]:.2f}x"
+            print(line)
+            if c:
+                print(f"    generate: CPU {c['generate_cpu_ms']:.0f} ms, GPU {c['generate_gpu_ms']:.2f} ms per call")
+        for a in ("a1-side-stream", "a2-side-stream-unsynced", "b-deferred"):
+            if not os.path.exists(f"{work}/{tid}-check-{a}.driver.log"):
+                continue
+            r = reports(work, f"{tid}-perf-{a}-0")
+            times = ", ".join(f"{n}: raw {us(median(d['samples'])):.1f} us, in-process {us(median(d['inproc'])):.1f} us, "
+                              f"after done {us(median(d['tail'])):.1f} us" for n, d in r.items())
+            print(f"  attack {a}: check {verdict(work, tid + '-check-' + a)}; perf kept calls "
+                  f"{verdict(work, tid + '-perf-' + a + '-0')}; {times or 'no perf report'}")
+
+
+def main(argv):
+    cmd = argv[1]
+    if cmd == "compare":
+        compare(argv[2], argv[3])
+    elif cmd == "attacks":
+        attacks(argv[2], argv[3])
+    elif cmd == "ipc-export":
+        ipc_export(argv[2])
+    elif cmd == "ipc-import":
+        ipc_import(argv[2])
+    elif cmd == "verdict":
+        print(verdict_line(argv[2]))
+    elif cmd == "summary":
+        summary(argv[2], argv[3:])
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

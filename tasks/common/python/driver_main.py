@@ -1,0 +1,556 @@
+"""driver - trusted: runs a worker's calls and owns everything a candidate would want to touch
+(docs/scoring.md, "Driver and worker"), for the python harness (triton2triton, torch2hip). It
+imports the harness modules beside it and the task's reference.py, never candidate code; the
+scorer runs it in a sandbox of its own, outside the worker's pid namespace, so the worker can
+neither signal, trace nor write to it.
+
+  driver check --plan P --channel SOCK --out O [--worker CMD...]
+      one call per case of the plan, on inputs generated from the case's seed; every output is
+      kept for the checker
+  driver perf  --plan P --channel SOCK --out O [--worker CMD...]
+      per perf group: `warmup` untimed calls, then `samples` timed calls (plus the group's
+      `empty` calibration calls, spread among them), each on inputs generated from a fresh
+      seed; after each timed call a coin with the group's `keep` probability decides whether its
+      output is verified
+
+The driver listens on SOCK; with --worker it starts CMD serve --channel SOCK itself (`make test`,
+`make bench`), otherwise a worker in another sandbox connects. It writes into O:
+<case>.out.akt and <case>.ref.akt for every kept call, verify.json ({"cases": [{name, config}]},
+for akacheck), report.json ({"mode", "groups": [{name, samples_ns, empty_ns, inproc_ns, kept,
+tail_ns, empty_tail_ns}]}: the cpp driver's fields, plus per timed and per empty call the time
+from seeing `done` to T1, see below) and, in perf mode, gpu_state.json (clocks before and after,
+as the old runner wrote).
+
+Channel (akachannel.py: the cpp harness's protocol). Per configuration:
+  driver -> {"type": "group", "name", "config", "inputs": [{"name", "dtype", "dims"}]}
+  worker -> {"type": "outputs", "outputs": [{"name", "dtype", "dims"}]}   hostile: at most 64
+            tensors and 8 GiB, checked before anything is allocated
+  driver -> {"type": "region", "size": 4096, "inputs": [], "outputs": []}  + the header's memfd
+  driver -> {"type": "device-memory", "api": "cuda-vmm", "device": PCI bus id, "size": bytes,
+             "inputs": [byte offsets], "outputs": [byte offsets]}          + the VMM fd
+  worker -> {"type": "mapped"}
+then the calls through the header's go/done words, ended by END_GROUP; after the last
+configuration {"type": "bye"}. The tensors live in one GPU allocation shared by the two
+processes (akacuda.py: the CUDA VMM API, because legacy CUDA IPC does not cross pid
+namespaces), inputs first, every tensor at a 4096-byte aligned offset.
+
+A timed call, on the driver's clock (time.perf_counter_ns):
+ 1. untimed: generate the call's inputs from a fresh getrandom seed into the driver's own GPU
+    memory (the task's reference.generate), fill the shared outputs with 0xff bytes (NaN), write
+    flush_bytes of GPU memory (evicts L2), torch.cuda.synchronize();
+ 2. T0; copy the inputs into the shared allocation (device to device, on the driver's stream);
+    synchronize; post go;
+ 3. the worker calls invoke.invoke(kernel, config, inputs, outputs), synchronises its device,
+    writes its own event time to inprocNs and posts done;
+ 4. copy the shared outputs into the driver's memory; synchronize; T1.
+Nothing about a call's inputs exists anywhere the worker can reach before T0.
+
+What the synchronizes order: the driver and the worker are two processes with two CUDA contexts,
+and torch.cuda.synchronize() waits for the calling context's work only. The driver's sync before
+go makes the inputs complete in the shared memory before the worker can start; the one after the
+copy-out makes T1 come after the output is in the driver's hands. Neither waits for the worker's
+GPU work: the copy-out reads the outputs as they stand when the GPU runs it. So a worker that
+posts done before its work has finished gets one of two things. Work that has not reached the
+GPU by then (handed to a thread, deferred) is missing from the copy: poison, and a kept call
+fails verification. Work already running on the GPU (a side stream nobody waited for, with the
+loader's synchronise patched away) is not overtaken: the copy-out queues behind it, because the
+GPU time-slices between the two contexts and a short kernel ends first. The output is right and
+the kernel's whole time is inside T1; what such a worker saves is its own synchronise and the
+driver's reaction to done, which the empty calls include and the scorer subtracts (tens of
+microseconds). tail_ns shows it: those calls' tails exceed empty_tail_ns by the kernel's
+remaining time, where an honest call's tail is the copy-out alone.
+
+Inputs of timed calls are generated on the GPU when the task's generate takes a `device`
+argument (reference.generate(config, seed, device="cuda")): the CPU generator takes hundreds of
+milliseconds for 128 MB of inputs, and a configuration has hundreds of calls. The same seed gives
+the same inputs again on the same GPU and torch version, which is all that verification after the
+worker has gone needs. Check mode generates on the CPU, like `reference generate`, so a plan's
+check seeds give the same inputs in both paths and on any machine.
+
+L2: the copy-in passes through L2, so it leaves the last ~L2-size bytes of the inputs there; for
+inputs smaller than L2 the kernel finds them all cached, as it would after their producer in a
+real model. The outputs are cold (poisoned, then flushed). Baseline and candidate see the same.
+
+Empty calls (cmd EMPTY, given only to the trusted baseline): the same copies and exchange; the
+worker records its two events and synchronises without calling the kernel. Their median is the
+per-call overhead the scorer subtracts: the copies, the synchronizes, go/done and, above all, the
+two switches of the GPU between the driver's context and the worker's (time-slicing: the worker's
+first GPU operation waits for one, the driver's copy-out for the other). The switch into the
+worker's context overlaps the host's launch of the kernel, which is the candidate's time, so
+raw - overhead is not exact: for kernels of a few tens of microseconds the net time is off by
+about as much as the launch, either way.
+
+Kept outputs are copied within the driver's GPU memory (up to KEEP_ON_GPU_BYTES, to host memory
+beyond) and written when the worker has gone, beside the reference's answers on inputs
+regenerated from the kept seeds.
+
+Exit status: 0 done; 1 the driver itself failed (a task problem); 2 usage; 3 the worker failed
+or broke the protocol (the candidate's failure).
+"""
+import inspect
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HARNESS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HARNESS)  # the harness only: nothing is ever imported from the workspace
+
+import akachannel as chan  # noqa: E402
+import akaplan  # noqa: E402
+
+MAX_OUTPUT_TENSORS = 64
+MAX_OUTPUT_BYTES = 8 << 30
+MAX_NAME = 256
+ACCEPT_TIMEOUT_S = 180
+KEEP_ON_GPU_BYTES = 8 << 30
+
+
+class WorkerFault(Exception):
+    """What the worker did wrong: the candidate's failure, not the task's."""
+
+
+def secure_random():
+    return int.from_bytes(os.getrandom(8), "little")
+
+
+def coin(p):
+    """True with probability p, from the kernel's random source: nothing in the worker's reach can
+    predict it, and it is drawn only after the call has finished."""
+    if p >= 1:
+        return True
+    if p <= 0:
+        return False
+    return (secure_random() >> 11) * 2.0 ** -53 < p
+
+
+def nbytes(dtype, dims):
+    n = torch.empty((), dtype=dtype).element_size()
+    for d in dims:
+        n *= d
+    return n
+
+
+def table_of(layout):
+    return [{"name": n, "dtype": akt.dtype_name(dt), "dims": dims} for n, dt, dims in layout]
+
+
+def layout_of(tensors):
+    return [(n, t.dtype, list(t.shape)) for n, t in tensors.items()]
+
+
+def parse_output_table(msg):
+    """The worker's answer to "which outputs do you write": hostile input, checked before any of
+    it sizes an allocation."""
+    if not isinstance(msg, dict) or msg.get("type") != "outputs" or not isinstance(msg.get("outputs"), list):
+        raise WorkerFault("the worker did not describe its outputs: " + json.dumps(msg)[:300])
+    table = msg["outputs"]
+    if not 0 < len(table) <= MAX_OUTPUT_TENSORS:
+        raise WorkerFault(f"the worker describes {len(table)} output tensors")
+    layout, total, names = [], 0, set()
+    for t in table:
+        if not (isinstance(t, dict) and isinstance(t.get("name"), str) and 0 < len(t["name"]) <= MAX_NAME
+                and isinstance(t.get("dtype"), str) and isinstance(t.get("dims"), list)
+                and len(t["dims"]) <= akt.MAX_RANK
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in t["dims"])):
+            raise WorkerFault("malformed output tensor description: " + json.dumps(t)[:200])
+        if t["dtype"] not in akt.NAMES:
+            raise WorkerFault(f"output '{t['name']}' has unknown dtype '{t['dtype']}'")
+        if t["name"] in names:
+            raise WorkerFault(f"duplicate output tensor '{t['name']}'")
+        dtype = akt.DTYPES[akt.NAMES.index(t["dtype"])]
+        total += nbytes(dtype, t["dims"])
+        if total > MAX_OUTPUT_BYTES:
+            raise WorkerFault("the outputs are larger than the limit")
+        names.add(t["name"])
+        layout.append((t["name"], dtype, list(t["dims"])))
+    return layout
+
+
+class InputSource:
+    """A configuration's inputs from a seed, on the GPU, from the task's trusted generate."""
+
+    def __init__(self, config, on_device):
+        self.config = config
+        self.on_device = on_device and "device" in inspect.signature(reference.generate).parameters
+
+    def __call__(self, seed):
+        if self.on_device:
+            made = reference.generate(dict(self.config), seed, device="cuda")
+        else:
+            made = reference.generate(dict(self.config), seed)
+        return {k: v.to("cuda").contiguous() for k, v in made.items()}
+
+
+class SharedTensors:
+    """One configuration's inputs and outputs in GPU memory shared with the worker."""
+
+    def __init__(self, device, in_layout, out_layout):
+        offsets, off = [], 0
+        for _n, dtype, dims in in_layout + out_layout:
+            offsets.append(off)
+            off = chan.align_up(off + nbytes(dtype, dims), chan.TENSOR_ALIGN)
+        self.memory = akacuda.SharedMemory.create(off, device)
+        views = [self.memory.tensor(o, dtype, dims) for o, (_n, dtype, dims) in zip(offsets, in_layout + out_layout)]
+        k = len(in_layout)
+        self.in_offsets, self.out_offsets = offsets[:k], offsets[k:]
+        self.inputs = {n: v for (n, _d, _s), v in zip(in_layout, views[:k])}
+        self.outputs = {n: v for (n, _d, _s), v in zip(out_layout, views[k:])}
+        # All-ones bytes: NaN for every float dtype, -1 for integers.
+        self.poison_views = [t.view(-1).view(torch.uint8) for t in self.outputs.values() if t.numel()]
+
+    def describe(self, bus_id):
+        return {"type": "device-memory", "api": "cuda-vmm", "device": bus_id, "size": self.memory.size,
+                "inputs": self.in_offsets, "outputs": self.out_offsets}
+
+    def close(self):
+        self.inputs = self.outputs = self.poison_views = None
+        self.memory.close()
+
+
+class KeptCall:
+    def __init__(self, name, config, seed, on_device, outputs):
+        self.name, self.config, self.seed, self.on_device, self.outputs = name, config, seed, on_device, outputs
+
+
+class GroupTimes:
+    def __init__(self, name):
+        self.name = name
+        self.samples, self.empty, self.inproc = [], [], []
+        self.tail, self.empty_tail, self.empty_head = [], [], []
+        self.kept = 0
+
+    def report(self):
+        return {"name": self.name, "samples_ns": self.samples, "empty_ns": self.empty,
+                "inproc_ns": self.inproc, "kept": self.kept, "tail_ns": self.tail, "empty_tail_ns": self.empty_tail}
+
+
+class Driver:
+    def __init__(self, sock, device, flush_bytes):
+        self.sock = sock
+        self.device = device
+        self.bus_id = akacuda.device_id(device)
+        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if flush_bytes > 0 else None
+        self.flush_round = 0
+        self.seq = 0
+        self.kept = []
+        self.kept_gpu_bytes = 0
+
+    def send(self, msg, fd=None):
+        try:
+            chan.send_message(self.sock, msg, fd)
+        except OSError as e:
+            raise WorkerFault(f"the worker hung up: {e}")
+
+    def receive(self, what):
+        try:
+            msg, fd = chan.receive_message(self.sock)
+        except OSError as e:
+            raise WorkerFault(f"the worker hung up instead of sending {what}: {e}")
+        if fd is not None:
+            os.close(fd)
+        if msg is None:
+            raise WorkerFault(f"the worker hung up instead of sending {what}")
+        if isinstance(msg, dict) and msg.get("type") == "error":
+            raise WorkerFault("the worker failed: " + str(msg.get("message", "?"))[:1000])
+        return msg
+
+    def run_group(self, g, times):
+        config = g["config"]
+        source = InputSource(config, on_device=not g["check"])
+        inputs = source(g["check"][0][1] if g["check"] else secure_random())
+        layout = layout_of(inputs)
+        self.send({"type": "group", "name": g["name"], "config": config, "inputs": table_of(layout)})
+        out_layout = parse_output_table(self.receive("its outputs"))
+        header = chan.Header.create()
+        shared = None
+        try:
+            shared = SharedTensors(self.device, layout, out_layout)
+            self.send({"type": "region", "size": header.size, "inputs": [], "outputs": []}, header.fd)
+            vmm_fd = shared.memory.export_fd()
+            try:
+                self.send(shared.describe(self.bus_id), vmm_fd)
+            finally:
+                os.close(vmm_fd)
+            if self.receive("the mapping") != {"type": "mapped"}:
+                raise WorkerFault("the worker did not map the shared memory")
+            self.calls(g, times, header, shared, source, inputs, layout)
+        finally:
+            if shared is not None:
+                torch.cuda.synchronize()
+                shared.close()
+            header.close()
+
+    def calls(self, g, times, header, shared, source, inputs, layout):
+        readback = {n: torch.empty_like(t) for n, t in shared.outputs.items()}
+
+        def call(cmd, ins):
+            """Returns the call's time, and how much of it came before go and after done."""
+            for t in shared.poison_views:
+                t.fill_(0xFF)
+            if self.flush is not None:
+                self.flush_round = self.flush_round % 251 + 1
+                self.flush.fill_(self.flush_round)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter_ns()
+            for name, t in shared.inputs.items():
+                t.copy_(ins[name])
+            torch.cuda.synchronize()
+            t_go = time.perf_counter_ns()
+            self.exchange(header, cmd)
+            t_done = time.perf_counter_ns()
+            for name, t in readback.items():
+                t.copy_(shared.outputs[name])
+            torch.cuda.synchronize()
+            t1 = time.perf_counter_ns()
+            return t1 - t0, t_go - t0, t1 - t_done
+
+        def fresh(seed):
+            made = source(seed)
+            if layout_of(made) != layout:
+                raise RuntimeError("generate made inputs of another layout for the same configuration")
+            return made
+
+        config = g["config"]
+        if g["check"]:
+            for i, (case, seed) in enumerate(g["check"]):
+                if i:
+                    inputs = fresh(seed)
+                call(chan.CALL, inputs)
+                self.keep(case, config, seed, source.on_device, readback)
+                times.kept += 1
+        else:
+            for i in range(g["warmup"]):
+                if i:
+                    inputs = fresh(secure_random())
+                call(chan.CALL, inputs)
+            total = g["samples"] + g["empty"]
+            empty_done = 0
+            for i in range(total):
+                # The empty calls are spread evenly over the timed ones, so drift reaches both alike.
+                if empty_done < g["empty"] and (i + 1) * g["empty"] // total > empty_done:
+                    empty_done += 1
+                    total_ns, head_ns, tail_ns = call(chan.EMPTY, inputs)
+                    times.empty.append(total_ns)
+                    times.empty_head.append(head_ns)
+                    times.empty_tail.append(tail_ns)
+                    continue
+                seed = secure_random()
+                inputs = fresh(seed)
+                total_ns, _head, tail_ns = call(chan.CALL, inputs)
+                times.samples.append(total_ns)
+                times.tail.append(tail_ns)
+                times.inproc.append(header.inproc_ns())
+                if coin(g["keep"]):
+                    self.keep(f"{g['name']}.c{len(times.samples) - 1}", config, seed, source.on_device, readback)
+                    times.kept += 1
+        self.exchange(header, chan.END_GROUP)
+
+    def exchange(self, header, cmd):
+        """One go/done exchange. A worker that dies or hangs up ends the run instead of leaving
+        the driver waiting."""
+        self.seq = self.seq % 0xFFFFFFFF + 1
+        header.post(self.seq, cmd)
+        try:
+            header.wait_done(self.seq, lambda: not chan.peer_gone(self.sock))
+        except chan.ChannelError:
+            raise WorkerFault("the worker exited in the middle of a call" + self.last_words())
+        if header.status() != chan.OK:
+            raise WorkerFault("the worker reports that the kernel call failed" + self.last_words())
+
+    def last_words(self):
+        """The error message the worker sent before it failed or hung up, if any."""
+        try:
+            self.sock.settimeout(0.5)
+            msg, fd = chan.receive_message(self.sock)
+            if fd is not None:
+                os.close(fd)
+        except (OSError, chan.ChannelError):
+            return ""
+        finally:
+            self.sock.settimeout(None)
+        if isinstance(msg, dict) and msg.get("type") == "error":
+            return ": " + str(msg.get("message", "?"))[:1000]
+        return ""
+
+    def keep(self, name, config, seed, on_device, readback):
+        outputs = {}
+        for k, t in readback.items():
+            size = t.numel() * t.element_size()
+            if self.kept_gpu_bytes + size <= KEEP_ON_GPU_BYTES:
+                outputs[k] = t.clone()
+                self.kept_gpu_bytes += size
+            else:
+                outputs[k] = t.to("cpu")
+        self.kept.append(KeptCall(name, config, seed, on_device, outputs))
+
+    def finish(self):
+        self.send({"type": "bye"})
+
+
+def groups_of(mode, plan):
+    groups = []
+    if mode == "check":
+        for c in plan["cases"]:
+            if "seed" not in c:
+                raise ValueError(f"case '{c['name']}' has no seed")
+            g = next((g for g in groups if g["config"] == c["config"]), None)
+            if g is None:
+                g = {"name": c["config"]["name"], "config": c["config"], "check": []}
+                groups.append(g)
+            g["check"].append((c["name"], c["seed"]))
+        return groups
+    perf = plan["perf"]
+    if perf is None:
+        raise ValueError("the plan has no 'perf' section")
+    for pg in perf["groups"]:
+        groups.append({"name": pg["name"], "config": akaplan.find_case(plan, pg["cases"][0])["config"], "check": [],
+                       "warmup": perf["warmup"], "samples": perf["samples"], "empty": pg["empty"], "keep": pg["keep"]})
+    return groups
+
+
+class Listener:
+    def __init__(self, path):
+        self.path = path
+        if os.path.lexists(path):
+            os.unlink(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(1)
+        # The worker runs as another user in another sandbox: it must be able to connect.
+        os.chmod(path, 0o666)
+
+    def accept(self, timeout_s, local):
+        deadline = time.monotonic() + timeout_s
+        self.sock.settimeout(1.0)
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+                conn.settimeout(None)
+                return conn
+            except socket.timeout:
+                if local is not None and local.poll() is not None:
+                    raise WorkerFault(f"the worker exited (status {local.poll()}) before connecting")
+                if time.monotonic() > deadline:
+                    raise WorkerFault(f"no worker connected within {timeout_s} s")
+
+    def close(self):
+        self.sock.close()
+        if os.path.lexists(self.path):
+            os.unlink(self.path)
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f)
+        f.write("\n")
+
+
+def write_verification(out_dir, kept):
+    """After the worker is gone: the reference's answers for the kept calls, from inputs
+    generated again from their seeds, beside the outputs the worker gave."""
+    cases = []
+    for k in kept:
+        inputs = InputSource(k.config, k.on_device)(k.seed)
+        akt.write_akt(os.path.join(out_dir, k.name + ".ref.akt"), reference.reference(dict(k.config), inputs))
+        akt.write_akt(os.path.join(out_dir, k.name + ".out.akt"), k.outputs)
+        k.outputs = None
+        cases.append({"name": k.name, "config": k.config})
+    write_json(os.path.join(out_dir, "verify.json"), {"cases": cases})
+
+
+def summary(g, t):
+    if g["check"]:
+        return f"{len(g['check'])} calls, {t.kept} kept for verification"
+    med = lambda v: sorted(v)[len(v) // 2] / 1e3
+    s = f"{len(t.samples)} calls, median {med(t.samples):.1f} us"
+    if t.empty:
+        s += (f" (overhead {med(t.empty):.1f} us from {len(t.empty)} empty calls, of it {med(t.empty_head):.1f} before"
+              f" go and {med(t.empty_tail):.1f} after done: net {med(t.samples) - med(t.empty):.1f} us)")
+    return s + (f", {med(t.tail):.1f} us after done, worker's own clock {med(t.inproc):.1f} us,"
+                f" {t.kept} kept for verification")
+
+
+def drive(mode, opts, worker_cmd):
+    global torch, akt, akacuda, reference
+    plan = akaplan.read_plan(opts["plan"])
+    groups = groups_of(mode, plan)
+    out_dir = opts["out"]
+    os.makedirs(out_dir, exist_ok=True)
+    # Listening before torch loads (seconds): a worker started alongside finds the socket early.
+    listener = Listener(opts["channel"])
+    local = None
+    try:
+        if worker_cmd:
+            local = subprocess.Popen(worker_cmd + ["serve", "--channel", opts["channel"]])
+        import torch
+        import akacuda
+        import akt
+        import reference  # the task's trusted harness/reference.py
+        torch.set_grad_enabled(False)
+        device = akacuda.current_device()
+        sock = listener.accept(ACCEPT_TIMEOUT_S, local)
+        driver = Driver(sock, device, plan["perf"]["flush_bytes"] if mode == "perf" else 0)
+        hello = driver.receive("hello")
+        if not isinstance(hello, dict) or hello.get("type") != "hello":
+            raise WorkerFault("the worker did not say hello")
+        state = {"before": akacuda.gpu_state()} if mode == "perf" else None
+        report = {"mode": mode, "groups": []}
+        for g in groups:
+            t = GroupTimes(g["name"])
+            driver.run_group(g, t)
+            report["groups"].append(t.report())
+            print(f"driver: {g['name']}: {summary(g, t)}", file=sys.stderr)
+        driver.finish()
+        sock.close()
+        if local is not None:
+            status = local.wait()
+            local = None
+            if status != 0:
+                raise WorkerFault(f"the worker exited with status {status} after the last call")
+        write_verification(out_dir, driver.kept)
+        write_json(os.path.join(out_dir, "report.json"), report)
+        if state is not None:
+            state["after"] = akacuda.gpu_state()
+            with open(os.path.join(out_dir, "gpu_state.json"), "w") as f:
+                json.dump(state, f, indent=1)
+                f.write("\n")
+        return 0
+    finally:
+        listener.close()
+        if local is not None:
+            local.kill()
+            local.wait()
+
+
+def main(argv):
+    usage = "usage: driver check|perf --plan P --channel SOCK --out O [--worker CMD...]\n"
+    if len(argv) < 2 or argv[1] not in ("check", "perf"):
+        sys.stderr.write(usage)
+        return 2
+    args, worker = argv[2:], []
+    if "--worker" in args:
+        i = args.index("--worker")
+        args, worker = args[:i], args[i + 1:]
+        if not worker:
+            sys.stderr.write(usage)
+            return 2
+    try:
+        opts = akaplan.parse_options(args, ("plan", "channel", "out"))
+    except ValueError as e:
+        print(f"driver: {e}", file=sys.stderr)
+        return 2
+    try:
+        return drive(argv[1], opts, worker)
+    except (WorkerFault, chan.ChannelError) as e:
+        print(f"driver: worker: {e}", file=sys.stderr)
+        return 3
+    except Exception as e:  # every failure is reported with its cause, never a bare traceback
+        print(f"driver: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
