@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +98,7 @@ json perfPlan(const Phase& p, const TaskTiming& t, bool withSeed) {
 struct DrivenRun {
   SandboxOutcome driver;
   SandboxOutcome worker;
+  bool workerStopped = false;  // the scorer ended the worker because its driver had ended
 };
 
 // The driver's exit status when the worker failed or broke the protocol (driver_main.cpp).
@@ -243,18 +245,40 @@ class GateRunner {
     worker.command = {"/candidate/runner", "serve", "--channel", "/channel/socket"};
 
     if (env_.canceller && env_.canceller->cancelled()) return Error{"cancelled"};
-    SandboxCanceller driverCanceller;
-    auto driverRun = std::async(std::launch::async, [&] { return runSandbox(driver, &driverCanceller); });
-    auto workerRun = run(worker);
+    // Each side ends the other: a worker that fails leaves its driver nothing to wait for, and a
+    // driver that fails (or finished while its worker lingers) leaves the worker nothing to do.
+    SandboxCanceller driverCanceller, workerCanceller;
+    auto driverRun = std::async(std::launch::async, [&] { return runSandbox(driver, &driverCanceller); }).share();
+    auto workerRun = std::async(std::launch::async, [&] { return runSandbox(worker, &workerCanceller); }).share();
     using namespace std::chrono_literals;
-    if (!workerRun || !workerRun->succeeded()) driverCanceller.cancel();
-    while (driverRun.wait_for(100ms) != std::future_status::ready)
-      if (env_.canceller && env_.canceller->cancelled()) driverCanceller.cancel();
-    auto driverOutcome = driverRun.get();
+    constexpr auto kLingerAfterDriver = 5s;
+    auto failed = [](const auto& outcome) { return !outcome || !outcome->succeeded(); };
+    std::optional<std::chrono::steady_clock::time_point> driverEnded;
+    bool workerStopped = false;
+    for (;;) {
+      const bool workerDone = workerRun.wait_for(50ms) == std::future_status::ready;
+      const bool driverDone = driverRun.wait_for(0ms) == std::future_status::ready;
+      if (workerDone && driverDone) break;
+      if (env_.canceller && env_.canceller->cancelled()) {
+        driverCanceller.cancel();
+        workerCanceller.cancel();
+      }
+      if (workerDone && failed(workerRun.get())) driverCanceller.cancel();
+      if (driverDone) {
+        if (!driverEnded) driverEnded = std::chrono::steady_clock::now();
+        if (!workerStopped &&
+            (failed(driverRun.get()) || std::chrono::steady_clock::now() - *driverEnded > kLingerAfterDriver)) {
+          workerStopped = true;
+          workerCanceller.cancel();
+        }
+      }
+    }
+    const auto& workerOutcome = workerRun.get();
+    const auto& driverOutcome = driverRun.get();
     fs::remove_all(channel, ec);
-    if (!workerRun) return workerRun.error();
+    if (!workerOutcome) return workerOutcome.error();
     if (!driverOutcome) return driverOutcome.error();
-    return DrivenRun{*driverOutcome, *workerRun};
+    return DrivenRun{*driverOutcome, *workerOutcome, workerStopped};
   }
 
   const Task& task() const { return task_; }
@@ -447,7 +471,8 @@ json performanceGate(const GateRunner& g, const fs::path& baselineDir, const fs:
 // its own (exit 1, a task problem) is told apart.
 std::string drivenFailure(const GateRunner& g, const DrivenRun& r, const std::string& who, const std::string& tag) {
   const bool workerFault = r.driver.status == "exited" && r.driver.exit_code == kDriverWorkerFault;
-  if (!r.worker.succeeded() || workerFault) {
+  // A worker the scorer stopped because its driver had failed is not the candidate's failure.
+  if (workerFault || (!r.worker.succeeded() && !(r.workerStopped && !r.driver.succeeded()))) {
     std::string why = "the " + who + " " + (r.worker.succeeded() ? "broke the driver's protocol" : r.worker.describe());
     std::string tail = g.logTail(tag);
     if (workerFault) tail += (tail.empty() ? "" : "\n") + g.logTail(tag + "-driver");

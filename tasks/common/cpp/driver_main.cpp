@@ -17,13 +17,14 @@
 // It writes into O: <case>.out.akt and <case>.ref.akt for every kept call, verify.json (the plan
 // of those cases, for akacheck) and report.json (the times, see docs/scoring.md).
 //
-// A timed call, on the driver's clock: (untimed) fill the outputs with 0xff bytes and write
-// flush_bytes of memory to evict the caches; then start the clock, copy the call's inputs into
-// the region with non-temporal stores (they arrive in memory, not in a cache, as after a flush),
-// signal go, wait for done and copy the outputs out; stop the clock. The inputs exist nowhere the
-// worker can see before the clock starts, and the output counts only as it stands when the
+// A timed call, on the driver's clock: (untimed) write the call's inputs into a new sealed memfd
+// of their own, fill the outputs with 0xff bytes and write flush_bytes of memory to evict the
+// caches; then start the clock, pass the input file to the worker, signal go, wait for done and
+// copy the outputs out; stop the clock. The inputs exist nowhere the worker can see before the
+// clock starts (it maps the file after go), and the output counts only as it stands when the
 // driver has read it, so work done early, late or on the side is either inside the time or
-// wrong. The copies are the fixed overhead that the empty calls measure.
+// wrong. The hand-over, the worker's mapping of the file and the output copy are the fixed
+// overhead that the empty calls measure; no part of it is a window the worker can work in.
 //
 // Exit status: 0 done; 1 the driver itself failed (a task problem); 2 usage; 3 the worker failed
 // or broke the protocol (the candidate's failure).
@@ -240,6 +241,50 @@ class Region {
   std::vector<uint64_t> outBytes_;
 };
 
+// One call's inputs: a memfd of their own, written and sealed before the clock starts and handed
+// to the worker only after it has started. The worker has no way to see them earlier, so no work
+// on them can hide in the hand-over (a thread watching a shared buffer fill could otherwise do
+// the call's work under the copy, and have it subtracted as overhead). A new file every call:
+// a mapping the worker kept of an earlier one shows only that call's inputs.
+class InputFile {
+ public:
+  static std::vector<size_t> offsetsOf(const TensorSet& in, size_t& size) {
+    std::vector<size_t> offsets;
+    size_t off = 0;
+    for (const Tensor& t : in.tensors) {
+      offsets.push_back(off);
+      off = akachan::alignUp(off + t.bytes.size(), akachan::kTensorAlign);
+    }
+    size = std::max<size_t>(off, akachan::kTensorAlign);
+    return offsets;
+  }
+  explicit InputFile(const TensorSet& in) {
+    const std::vector<size_t> offsets = offsetsOf(in, size_);
+    fd_ = memfd_create("akachan-inputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd_ < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+    if (ftruncate(fd_, static_cast<off_t>(size_)) != 0)
+      throw std::runtime_error(std::string("cannot size an input file: ") + std::strerror(errno));
+    if (fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+      throw std::runtime_error(std::string("cannot seal an input file: ") + std::strerror(errno));
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map an input file: ") + std::strerror(errno));
+    unsigned char* base = static_cast<unsigned char*>(p);
+    for (size_t i = 0; i < in.size(); ++i)
+      streamCopy(base + offsets[i], in.tensors[i].bytes.data(), in.tensors[i].bytes.size());
+    munmap(p, size_);
+  }
+  ~InputFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+  size_t size_ = 0;
+};
+
 TensorSet ownedLike(const TensorSet& layout) {
   TensorSet s;
   for (const Tensor& t : layout.tensors) s.tensors.emplace_back(t.name, t.dtype, t.dims);
@@ -278,16 +323,22 @@ class Driver {
     TensorSet in = akaGenerate(config, seed);
     akachan::sendMessage(sock_, json{{"type", "group"}, {"name", g.name}, {"config", g.config}, {"inputs", tableOf(in)}}.dump());
     const TensorSet outLayout = parseOutputTable(receive("its outputs"));
-    Region region(in, outLayout);
-    akachan::sendMessage(sock_, region.describe().dump(), region.fd());
+    Region region(TensorSet(), outLayout);  // the header and the outputs; inputs come per call
+    size_t inputBytes = 0;
+    json regionMsg = region.describe();
+    regionMsg["inputs"] = InputFile::offsetsOf(in, inputBytes);
+    regionMsg["inputs_size"] = inputBytes;
+    akachan::sendMessage(sock_, regionMsg.dump(), region.fd());
     if (receive("the region's mapping").value("type", "") != "mapped") throw WorkerFault("the worker did not map the region");
 
     TensorSet readBack = ownedLike(outLayout);
+    const std::string inputsMsg = json{{"type", "inputs"}}.dump();
     auto call = [&](uint32_t cmd, const TensorSet& inputs) {
+      InputFile file(inputs);
       region.poisonOutputs();
       flusher_.flush();
       const auto t0 = Clock::now();
-      region.writeInputs(inputs);
+      akachan::sendMessage(sock_, inputsMsg, file.fd());
       signal(region, cmd);
       region.readOutputs(readBack);
       const auto t1 = Clock::now();

@@ -53,9 +53,9 @@ TensorSet viewsInto(unsigned char* base, size_t size, const TensorSet& shapes, c
 
 class Mapping {
  public:
-  Mapping(int fd, size_t size) : size_(size) {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map the region: ") + std::strerror(errno));
+  Mapping(int fd, size_t size, int flags = 0) : size_(size) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | flags, fd, 0);
+    if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map shared memory: ") + std::strerror(errno));
     base_ = static_cast<unsigned char*>(p);
   }
   ~Mapping() { munmap(base_, size_); }
@@ -84,16 +84,20 @@ void serveGroup(int sock, const json& group) {
   const size_t size = region.at("size").get<size_t>();
   Mapping map(fd, size);
   close(fd);
-  TensorSet in = viewsInto(map.base(), size, inShapes, region.at("inputs"));
   TensorSet out = viewsInto(map.base(), size, outShapes, region.at("outputs"));
+  const json inputOffsets = region.at("inputs");
+  const size_t inputBytes = region.at("inputs_size").get<size_t>();
   akachan::Header& h = map.header();
+  // Read before saying "mapped": the driver's first go may follow that message at once, and a
+  // worker that read it afterwards would wait for a change that already happened.
+  uint32_t last = h.go.load(std::memory_order_acquire);
   akachan::sendMessage(sock, json{{"type", "mapped"}}.dump());
 
-  uint32_t last = h.go.load(std::memory_order_acquire);
   for (;;) {
     uint32_t n;
     // Naps on the futex and looks at the socket between them: a driver that is gone (it found
-    // a fault, or its sandbox ended) ends this worker too.
+    // a fault, or its sandbox ended) ends this worker too. The input file of a call is already
+    // in the socket when go comes, so the socket is readable then: only a hang-up counts.
     while ((n = h.go.load(std::memory_order_acquire)) == last) {
       akachan::futexWait(h.go, last, 50000000);
       if (h.go.load(std::memory_order_acquire) == last && akachan::peerGone(sock))
@@ -101,6 +105,18 @@ void serveGroup(int sock, const json& group) {
     }
     last = n;
     const uint32_t cmd = h.cmd;
+    if (cmd == akachan::kEndGroup) {
+      h.status = akachan::kOk;
+      h.done.store(n, std::memory_order_release);
+      akachan::futexWake(h.done);
+      return;
+    }
+    // The call's inputs arrive only now, as a file of their own.
+    int inFd = -1;
+    if (!akachan::receiveMessage(sock, text, &inFd) || inFd < 0) throw std::runtime_error("the driver sent no inputs");
+    Mapping inputs(inFd, inputBytes, MAP_POPULATE);
+    close(inFd);
+    TensorSet in = viewsInto(inputs.base(), inputBytes, inShapes, inputOffsets);
     uint32_t status = akachan::kOk;
     if (cmd == akachan::kCall) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -116,7 +132,6 @@ void serveGroup(int sock, const json& group) {
     h.status = status;
     h.done.store(n, std::memory_order_release);
     akachan::futexWake(h.done);
-    if (cmd == akachan::kEndGroup) return;
   }
 }
 

@@ -422,9 +422,8 @@ void serveGroup(int sock, const json& group) {
   DeviceSet out = viewsInto(shared, outShapes, device.at("outputs"));
   Event start, stop;
   akachan::Header& h = page.header();
+  uint32_t last = h.go.load(std::memory_order_acquire);  // before "mapped": the first go may follow it at once
   akachan::sendMessage(sock, json{{"type", "mapped"}}.dump());
-
-  uint32_t last = h.go.load(std::memory_order_acquire);
   for (;;) {
     bool gone = false;
     const uint32_t n = akawait::awaitChange(h.go, last, sock, &gone);
