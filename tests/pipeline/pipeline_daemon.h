@@ -1,0 +1,146 @@
+// The real akad on a temporary socket, state dir and cgroup parent of its own, driven with the
+// real akactl, for the pipeline's end-to-end tests (pipeline_test.cc, attack_test.cc), and the
+// checks that nothing of its sandboxes outlives them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/daemon/harness.h"
+
+namespace akad::test {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+inline std::string readFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Processes whose command line mentions `marker` (the test's state dir): akabox and whatever
+// runs in its sandboxes carries the attempt's paths in its arguments.
+inline std::vector<pid_t> processesMentioning(const std::string& marker) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    std::string cmd = readFile(fs::path("/proc") / e->d_name / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(marker) != std::string::npos && cmd.find("akad ") == std::string::npos &&
+        cmd.find("/akad --socket") == std::string::npos)
+      out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Mounts in this (the host's) mount namespace at or under `dir`, as "ID PATH": the daemon's
+// mount templates are binds of namespace files there, and the ID tells a remade one apart.
+inline std::vector<std::string> mountsUnder(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::istringstream in(readFile("/proc/self/mountinfo"));
+  const std::string prefix = dir.string();
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point.rfind(prefix, 0) == 0) out.push_back(id + " " + point);
+  }
+  return out;
+}
+
+class PipelineDaemon {
+ public:
+  explicit PipelineDaemon(const std::string& tag) : parent_("akad-test-" + tag + "-" + std::to_string(::getpid())) {
+    paths_ = {dir_ / "akad.sock", dir_ / "state", AKAD_TEST_TASKS_DIR};
+  }
+  ~PipelineDaemon() {
+    stop();
+    // The per-test cgroup parent is the test's own: once empty, it goes too.
+    for (const fs::path& p : cgroupParentDirs(parent_)) ::rmdir(p.c_str());
+  }
+
+  void start() {
+    auto d = DaemonProcess::start(paths_, {"--workers", "1", "--cgroup-parent", parent_, "--gpus", "none"});
+    ASSERT_TRUE(d) << d.error().message;
+    daemon_ = std::move(*d);
+  }
+  void stop() {
+    if (daemon_) {
+      daemon_->stop(SIGTERM);
+      daemon_.reset();
+    }
+  }
+  void kill9() {
+    ::kill(daemon_->pid(), SIGKILL);
+    daemon_->stop(SIGKILL);
+    daemon_.reset();
+  }
+
+  CommandResult ctl(const std::vector<std::string>& args, std::chrono::seconds timeout = 60s) {
+    std::vector<std::string> argv = {akactlBinary().string(), "--socket", paths_.socket.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return runCommand(argv, {}, timeout);
+  }
+  json ctlJson(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+    args.insert(args.begin(), "--json");
+    auto r = ctl(args, timeout);
+    EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+  std::string submit(const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"submit"};
+    a.insert(a.end(), args.begin(), args.end());
+    return ctlJson(a).at("run").at("id");
+  }
+  // Waits for the run to end and returns its attempts.
+  json waitRun(const std::string& id, std::chrono::seconds timeout = 600s) {
+    auto r = ctl({"watch", id, "--json"}, timeout);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    return ctlJson({"status", id}).at("attempts");
+  }
+  bool running() const { return daemon_ && processExists(daemon_->pid()); }
+  json runOne(const std::vector<std::string>& args, std::chrono::seconds timeout = 600s) {
+    json attempts = waitRun(submit(args), timeout);
+    EXPECT_EQ(attempts.size(), 1u);
+    return attempts.at(0);
+  }
+
+  void expectNothingLeft() {
+    const std::string marker = paths_.stateDir.string();
+    for (int i = 0; i < 50 && !processesMentioning(marker).empty(); ++i) std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(processesMentioning(marker).empty()) << "a sandbox process outlived its attempt";
+    EXPECT_TRUE(cgroupsUnder(parent_).empty()) << "a sandbox cgroup was left under " << parent_;
+  }
+  // The daemon's kept mount templates (akad --mount-templates, default <state>/mount-templates).
+  std::vector<std::string> templateMounts() const { return mountsUnder(paths_.stateDir / "mount-templates"); }
+
+  const DaemonProcess::Paths& paths() const { return paths_; }
+  const std::string& cgroupParent() const { return parent_; }
+
+ private:
+  TempDir dir_;
+  DaemonProcess::Paths paths_;
+  std::string parent_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+}  // namespace akad::test
