@@ -51,7 +51,7 @@ class TrustedBuildTest : public ::testing::Test {
     std::ofstream(dir / "task.yaml")
         << "schema: 1\nid: " << id << "\nsuite: cpu\ntitle: T\nprompt: p\nharness: cpp\neditable: [kernel.cpp]\n"
         << "build: {reference: ['sleep " << kBuildSeconds << " && mktemp /count/" << id
-        << ".XXXXXX && touch reference'], candidate: ['touch runner']}\n"
+        << ".XXXXXX && touch reference driver'], candidate: ['touch runner']}\n"
         << "configs:\n  visible: [{name: v-8, n: 8}]\n  held_out: [{name: h-7, n: 7}]\n"
         << "tolerances: {f32: {atol: 1.0e-5, rtol: 1.0e-4}}\n";
     auto t = loadTask(dir);
