@@ -181,28 +181,31 @@ TensorSet parseOutputTable(const json& msg) {
   return out;
 }
 
-// One configuration's shared region: a sealed memfd the worker can read and write but neither
-// shrink nor grow (a shrunk file would fault the driver's next access).
+// A memfd of `size` bytes sealed against shrinking and growing: the worker may read and write it
+// but cannot change its size (a shrunk file would fault the driver's next access).
+int sealedMemfd(const char* name, size_t size) {
+  const int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const std::string why = std::strerror(errno);
+    close(fd);
+    throw std::runtime_error(std::string("cannot size and seal ") + name + ": " + why);
+  }
+  return fd;
+}
+
+// One configuration's shared region: the header page and the outputs, in a sealed memfd.
 class Region {
  public:
-  Region(const TensorSet& in, const TensorSet& outLayout) {
+  explicit Region(const TensorSet& outLayout) {
     size_t off = akachan::kHeaderBytes;
-    for (const Tensor& t : in.tensors) {
-      inOffsets_.push_back(off);
-      off = akachan::alignUp(off + t.bytes.size(), akachan::kTensorAlign);
-    }
     for (const Tensor& t : outLayout.tensors) {
       outOffsets_.push_back(off);
       outBytes_.push_back(t.elements() * akt::dtypeSize(t.dtype));
       off = akachan::alignUp(off + outBytes_.back(), akachan::kTensorAlign);
     }
     size_ = std::max(off, akachan::kHeaderBytes);
-    fd_ = memfd_create("akachan-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd_ < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
-    if (ftruncate(fd_, static_cast<off_t>(size_)) != 0)
-      throw std::runtime_error(std::string("cannot size the region: ") + std::strerror(errno));
-    if (fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-      throw std::runtime_error(std::string("cannot seal the region: ") + std::strerror(errno));
+    fd_ = sealedMemfd("akachan-region", size_);
     void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map the region: ") + std::strerror(errno));
     base_ = static_cast<unsigned char*>(p);
@@ -220,11 +223,7 @@ class Region {
   akachan::Header& header() { return *reinterpret_cast<akachan::Header*>(base_); }
   int fd() const { return fd_; }
   json describe() const {
-    return {{"type", "region"}, {"size", size_}, {"inputs", inOffsets_}, {"outputs", outOffsets_}};
-  }
-  void writeInputs(const TensorSet& in) {
-    for (size_t i = 0; i < in.size(); ++i)
-      streamCopy(base_ + inOffsets_[i], in.tensors[i].bytes.data(), in.tensors[i].bytes.size());
+    return {{"type", "region"}, {"size", size_}, {"inputs", json::array()}, {"outputs", outOffsets_}};
   }
   void poisonOutputs() {
     for (size_t i = 0; i < outOffsets_.size(); ++i) std::memset(base_ + outOffsets_[i], 0xff, outBytes_[i]);
@@ -237,7 +236,7 @@ class Region {
   int fd_ = -1;
   unsigned char* base_ = nullptr;
   size_t size_ = 0;
-  std::vector<size_t> inOffsets_, outOffsets_;
+  std::vector<size_t> outOffsets_;
   std::vector<uint64_t> outBytes_;
 };
 
@@ -260,12 +259,7 @@ class InputFile {
   }
   explicit InputFile(const TensorSet& in) {
     const std::vector<size_t> offsets = offsetsOf(in, size_);
-    fd_ = memfd_create("akachan-inputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd_ < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
-    if (ftruncate(fd_, static_cast<off_t>(size_)) != 0)
-      throw std::runtime_error(std::string("cannot size an input file: ") + std::strerror(errno));
-    if (fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-      throw std::runtime_error(std::string("cannot seal an input file: ") + std::strerror(errno));
+    fd_ = sealedMemfd("akachan-inputs", size_);
     void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map an input file: ") + std::strerror(errno));
     unsigned char* base = static_cast<unsigned char*>(p);
@@ -323,7 +317,7 @@ class Driver {
     TensorSet in = akaGenerate(config, seed);
     akachan::sendMessage(sock_, json{{"type", "group"}, {"name", g.name}, {"config", g.config}, {"inputs", tableOf(in)}}.dump());
     const TensorSet outLayout = parseOutputTable(receive("its outputs"));
-    Region region(TensorSet(), outLayout);  // the header and the outputs; inputs come per call
+    Region region(outLayout);  // the header and the outputs; inputs come per call
     size_t inputBytes = 0;
     json regionMsg = region.describe();
     regionMsg["inputs"] = InputFile::offsetsOf(in, inputBytes);

@@ -250,7 +250,7 @@ class GpuDriver {
       upload(emptyStage, first);
     }
 
-    Region header{TensorSet(), TensorSet()};
+    Region header{TensorSet()};
     akachan::sendMessage(sock_, header.describe().dump(), header.fd());
     const int fd = shared.exportFd();
     try {
