@@ -50,7 +50,7 @@ const Flag scalars[] = {
 };
 const Flag repeatable[] = {
     {"--bind", "binds", "SRC:DST[:rw][,dev] extra bind mount, read-only unless rw; dev keeps device nodes usable (the device cgroup still decides) (repeatable)"},
-    {"--tmpfs", "tmpfs", "DST[:SIZE] private tmpfs (repeatable)"},
+    {"--tmpfs", "tmpfs", "DST[:SIZE][:huge] private tmpfs, huge: transparent huge pages (repeatable)"},
     {"--env", "env", "KEY=VALUE added to the environment (repeatable)"},
     {"--device", "devices", "device node bound into /dev and allowed in the device cgroup (repeatable)"},
     {"--gpu", "gpus", "GPU id from discovery (nvidia0, amd1): its nodes, device cgroup rule and *_VISIBLE_DEVICES (repeatable)"},

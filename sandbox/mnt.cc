@@ -298,10 +298,11 @@ Status mountPreparedRoot(const std::string& root) {
   return result;
 }
 
-Status mountTmpfs(const std::string& dst, uint64_t size) {
+Status mountTmpfs(const std::string& dst, uint64_t size, bool hugePages = false) {
   if (auto st = makeDirs(dst); !st) return st;
   std::string data = "mode=1777";
   if (size) data += ",size=" + std::to_string(size);
+  if (hugePages) data += ",huge=within_size";
   return sysMount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, data.c_str());
 }
 
@@ -420,7 +421,7 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
     if (auto st = mountProc(); !st) return st;
   if (auto st = mountTmpfs("/tmp", 0); !st) return st;
   for (const auto& t : spec.tmpfs)
-    if (auto st = mountTmpfs(t.dst, t.sizeBytes); !st) return st;
+    if (auto st = mountTmpfs(t.dst, t.sizeBytes, t.hugePages); !st) return st;
   if (!spec.workspace.empty() && !how.workspaceMade)
     if (auto st = bindWorkspace(spec, bind); !st) return st;
   for (const auto& b : spec.binds)

@@ -125,22 +125,36 @@ Result<TmpfsMount> parseTmpfs(const json& v) {
   if (v.is_object()) {
     if (!v.contains("dst") || !v["dst"].is_string()) return fieldError("tmpfs", "entry needs a string 'dst': " + v.dump());
     t.dst = v["dst"].get<std::string>();
+    for (const auto& [key, value] : v.items())
+      if (key != "dst" && key != "size" && key != "huge") return fieldError("tmpfs", "unknown key '" + key + "' in " + v.dump());
     if (v.contains("size")) {
       auto s = asCount(v["size"], "tmpfs.size");
       if (!s) return s.error();
       t.sizeBytes = *s;
     }
+    if (v.contains("huge")) {
+      if (!v["huge"].is_boolean()) return fieldError("tmpfs", "'huge' must be true or false: " + v.dump());
+      t.hugePages = v["huge"].get<bool>();
+    }
   } else if (v.is_string()) {
     std::string s = v.get<std::string>();
     auto colon = s.find(':');
     t.dst = s.substr(0, colon);
-    if (colon != std::string::npos) {
-      auto size = parseSize(s.substr(colon + 1));
+    std::string rest = colon == std::string::npos ? "" : s.substr(colon + 1);
+    if (rest == "huge") {
+      t.hugePages = true;
+      rest.clear();
+    } else if (rest.size() > 5 && rest.ends_with(":huge")) {
+      t.hugePages = true;
+      rest.resize(rest.size() - 5);
+    }
+    if (!rest.empty()) {
+      auto size = parseSize(rest);
       if (!size) return fieldError("tmpfs", size.error().message + " in '" + s + "'");
       t.sizeBytes = *size;
     }
   } else {
-    return fieldError("tmpfs", "expected \"DST[:SIZE]\" or an object, got " + v.dump());
+    return fieldError("tmpfs", "expected \"DST[:SIZE][:huge]\" or an object, got " + v.dump());
   }
   if (!isAbsoluteClean(t.dst) || t.dst == "/") return fieldError("tmpfs", "destination must be an absolute path below / without '..': '" + t.dst + "'");
   return t;

@@ -29,6 +29,10 @@ struct BindMount {
 struct TmpfsMount {
   std::string dst;
   uint64_t sizeBytes = 0;  // 0: the kernel's default (half of RAM); pages count against memory
+  // Transparent huge pages for files at least 2 MiB long (huge=within_size): a file mapped
+  // afresh then costs a few page-table entries instead of one per 4 KiB (the scorer's
+  // per-call input files).
+  bool hugePages = false;
 };
 
 enum class NetMode { None, Host };

@@ -112,6 +112,12 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
   };
   if (!r.workspace.empty()) add("--workspace", r.workspace.string());
   for (const auto& b : r.binds) add("--bind", b.source.string() + ":" + b.target + (b.writable ? ":rw" : ""));
+  for (const auto& t : r.tmpfs) {
+    std::string value = t.target;
+    if (t.size_bytes) value.append(":").append(std::to_string(t.size_bytes));
+    if (t.huge_pages) value += ":huge";
+    add("--tmpfs", value);
+  }
   for (const auto& [k, v] : r.env) add("--env", k + "=" + v);
   add("--memory", std::to_string(r.memory_bytes));
   add("--pids", std::to_string(r.pids));

@@ -23,10 +23,18 @@ struct SandboxBind {
   bool writable = false;
 };
 
+// A private tmpfs (akabox --tmpfs); its pages count against the sandbox's memory.
+struct SandboxTmpfs {
+  std::string target;
+  uint64_t size_bytes = 0;  // 0: the kernel's default
+  bool huge_pages = false;
+};
+
 struct SandboxRequest {
   std::vector<std::string> command;
   std::filesystem::path workspace;  // bound read-write at /workspace, the working directory
   std::vector<SandboxBind> binds;
+  std::vector<SandboxTmpfs> tmpfs;
   std::map<std::string, std::string> env;
   uint64_t memory_bytes = 2ull << 30;
   int pids = 256;

@@ -235,7 +235,11 @@ class GateRunner {
     driver.binds.push_back({l_.plans / plan, "/plans/" + plan, false});
     driver.binds.push_back({outDir, "/out", true});
     driver.binds.push_back({channel, "/channel", true});
-    driver.command = {"/trusted/driver", mode, "--plan", "/plans/" + plan, "--channel", "/channel/socket", "--out", "/out"};
+    // Each call's input file is made here: huge pages keep the worker's fresh mapping of it to
+    // a few page-table entries (docs/scoring.md, "Driver and worker").
+    driver.tmpfs.push_back({"/inputs", driver.memory_bytes, true});
+    driver.command = {"/trusted/driver", mode, "--plan", "/plans/" + plan, "--channel", "/channel/socket",
+                      "--out", "/out", "--inputs-dir", "/inputs"};
 
     SandboxRequest worker = request(wallS, tag, task_.gpu);
     if (auto s = useJitCache(worker, who); !s) return s.error();

@@ -461,6 +461,25 @@ TEST_F(BoxTest, AnOomNoProcessHoldsLeavesTheInitAlone) {
   EXPECT_NE(r.exitStatus, 125) << r.result.dump();
 }
 
+// A tmpfs asked for with huge pages is mounted huge=within_size (its files of 2 MiB and more get
+// transparent huge pages); the others are not.
+TEST_F(BoxTest, HugeTmpfsIsMountedWithinSize) {
+  BoxRun r = run({"--tmpfs", "/big:64M:huge", "--tmpfs", "/small:1M"},
+                 {"/bin/sh", "-c", "grep -E ' /(big|small) ' /proc/self/mountinfo"});
+  ASSERT_EQ(r.exitStatus, 0) << r.err;
+  std::istringstream lines(r.out);
+  int seen = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++seen;
+    if (line.find(" /big ") != std::string::npos) {
+      EXPECT_NE(line.find("huge=within_size"), std::string::npos) << line;
+    } else {
+      EXPECT_EQ(line.find("huge="), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(seen, 2) << r.out;
+}
+
 // With command_is_pid1 the init execs the command itself: it is pid 1, and it is the one
 // process that joins the sandbox's cgroup before its set-up (the init otherwise stays out of
 // it), so the cgroup namespace is rooted there too.

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
 
@@ -39,7 +41,10 @@ TEST(SandboxSpec, BadFieldsAreNamed) {
   check({{"net", "bridge"}}, "net");
   check({{"binds", {"relative:/x"}}}, "binds");
   check({{"binds", {"/x:/y:rx"}}}, "binds");
-  check({{"tmpfs", {"/t:huge"}}}, "tmpfs");
+  check({{"tmpfs", {"/t:enormous"}}}, "tmpfs");
+  check({{"tmpfs", {"/t:huge:64m"}}}, "tmpfs");
+  check({{"tmpfs", {{{"dst", "/t"}, {"huge", "yes"}}}}}, "tmpfs");
+  check({{"tmpfs", {{{"dst", "/t"}, {"hugepages", true}}}}}, "tmpfs");
   check({{"wall_time", -1}}, "wall_time");
   check({{"uid", "root"}}, "uid");
   check({{"cgroup_parent", "../escape"}}, "cgroup_parent");
@@ -48,6 +53,21 @@ TEST(SandboxSpec, BadFieldsAreNamed) {
   auto noCommand = parseSpec(json::object(), json::object());
   ASSERT_FALSE(noCommand.ok());
   EXPECT_NE(noCommand.error().message.find("command"), std::string::npos);
+}
+
+TEST(SandboxSpec, TmpfsTakesASizeAndHugePagesInEitherForm) {
+  json j = {{"command", {"/bin/true"}},
+            {"tmpfs", {"/a", "/b:64M", "/c:huge", "/d:1G:huge", {{"dst", "/e"}, {"size", 4096u}, {"huge", true}}}}};
+  auto s = parseSpec(j, json::object());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->tmpfs.size(), 5u);
+  const std::vector<std::tuple<std::string, uint64_t, bool>> want = {
+      {"/a", 0, false}, {"/b", 64ull << 20, false}, {"/c", 0, true}, {"/d", 1ull << 30, true}, {"/e", 4096, true}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(s->tmpfs[i].dst, std::get<0>(want[i]));
+    EXPECT_EQ(s->tmpfs[i].sizeBytes, std::get<1>(want[i])) << s->tmpfs[i].dst;
+    EXPECT_EQ(s->tmpfs[i].hugePages, std::get<2>(want[i])) << s->tmpfs[i].dst;
+  }
 }
 
 TEST(SandboxSpec, SizesParse) {

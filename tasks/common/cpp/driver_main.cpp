@@ -6,12 +6,14 @@
 //   driver check --plan P --channel SOCK --out O [--worker CMD...]
 //       one call per case of the plan, on inputs generated from the case's seed; every output
 //       is kept for the checker
-//   driver perf  --plan P --channel SOCK --out O [--worker CMD...]
+//   driver perf  --plan P --channel SOCK --out O [--inputs-dir D] [--worker CMD...]
 //       per perf group: `warmup` untimed calls, then `samples` timed calls (plus the group's
 //       `empty` calibration calls, interleaved), each on inputs generated from a fresh seed;
 //       after each timed call a coin with the group's `keep` probability decides whether its
 //       output is verified
 //
+// --inputs-dir names a tmpfs mounted with huge pages to make each call's input file in (the
+// scorer gives one); without it they are memfds.
 // The driver listens on SOCK; with --worker it starts CMD serve --channel SOCK itself (the
 // workspace's `make test` and `make bench`), otherwise a worker in another sandbox connects.
 // It writes into O: <case>.out.akt and <case>.ref.akt for every kept call, verify.json (the plan
@@ -113,6 +115,7 @@ void streamCopy(unsigned char* dst, const unsigned char* src, size_t n) {
 class CacheFlusher {
  public:
   explicit CacheFlusher(uint64_t bytes) : scratch_(bytes) {}
+  uint64_t bytes() const { return scratch_.size(); }
   void flush() {
     if (scratch_.size() == 0) return;
     std::memset(scratch_.data(), ++round_, scratch_.size());
@@ -194,6 +197,20 @@ int sealedMemfd(const char* name, size_t size) {
   return fd;
 }
 
+// An unnamed file of `size` bytes in `dir`. Unlike a memfd it cannot be sealed; it need not be:
+// the driver has unmapped it before the worker gets it, so nothing of the driver's can fault
+// on a file the worker shrinks.
+int sizedTmpfile(const std::string& dir, size_t size) {
+  const int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot make an input file in " + dir + ": " + std::strerror(errno));
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const std::string why = std::strerror(errno);
+    close(fd);
+    throw std::runtime_error("cannot size an input file in " + dir + ": " + why);
+  }
+  return fd;
+}
+
 // One configuration's shared region: the header page and the outputs, in a sealed memfd.
 class Region {
  public:
@@ -257,14 +274,24 @@ class InputFile {
     size = std::max<size_t>(off, akachan::kTensorAlign);
     return offsets;
   }
-  explicit InputFile(const TensorSet& in) {
+  // `dir`: a tmpfs with huge pages (the scorer's --inputs-dir) to make the file in, unnamed;
+  // empty: a memfd. The worker maps each file afresh, and a fresh mapping's first touch costs
+  // a page-table entry per page: with 4 KiB pages that is milliseconds per call on a virtual
+  // machine that shadows page tables, all of it charged to the kernel. `warm`: written through
+  // the caches, as a task without a cache flush (flush_bytes 0) means its inputs to be;
+  // otherwise streamed past them, so the flush starts from the same state.
+  InputFile(const TensorSet& in, const std::string& dir, bool warm) {
     const std::vector<size_t> offsets = offsetsOf(in, size_);
-    fd_ = sealedMemfd("akachan-inputs", size_);
+    fd_ = dir.empty() ? sealedMemfd("akachan-inputs", size_) : sizedTmpfile(dir, size_);
     void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map an input file: ") + std::strerror(errno));
     unsigned char* base = static_cast<unsigned char*>(p);
-    for (size_t i = 0; i < in.size(); ++i)
-      streamCopy(base + offsets[i], in.tensors[i].bytes.data(), in.tensors[i].bytes.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (warm)
+        std::memcpy(base + offsets[i], in.tensors[i].bytes.data(), in.tensors[i].bytes.size());
+      else
+        streamCopy(base + offsets[i], in.tensors[i].bytes.data(), in.tensors[i].bytes.size());
+    }
     munmap(p, size_);
   }
   ~InputFile() {
@@ -308,7 +335,8 @@ struct GroupTimes {
 
 class Driver {
  public:
-  Driver(int sock, uint64_t flushBytes) : sock_(sock), flusher_(flushBytes) {}
+  Driver(int sock, uint64_t flushBytes, std::string inputsDir)
+      : sock_(sock), flusher_(flushBytes), inputsDir_(std::move(inputsDir)) {}
 
   void runGroup(const GroupPlan& g, GroupTimes& times) {
     Config config(g.config);
@@ -328,7 +356,7 @@ class Driver {
     TensorSet readBack = ownedLike(outLayout);
     const std::string inputsMsg = json{{"type", "inputs"}}.dump();
     auto call = [&](uint32_t cmd, const TensorSet& inputs) {
-      InputFile file(inputs);
+      InputFile file(inputs, inputsDir_, flusher_.bytes() == 0);
       region.poisonOutputs();
       flusher_.flush();
       const auto t0 = Clock::now();
@@ -413,6 +441,7 @@ class Driver {
 
   int sock_;
   CacheFlusher flusher_;
+  std::string inputsDir_;
   uint32_t seq_ = 0;
   std::vector<KeptCall> kept_;
 };
@@ -543,7 +572,7 @@ int drive(const std::string& mode, const std::map<std::string, std::string>& opt
   std::unique_ptr<LocalWorker> local;
   if (!workerCmd.empty()) local = std::make_unique<LocalWorker>(workerCmd, opts.at("channel"));
   const int sock = listener.accept(kAcceptTimeoutMs);
-  Driver driver(sock, mode == "perf" ? plan.perf.flushBytes : 0);
+  Driver driver(sock, mode == "perf" ? plan.perf.flushBytes : 0, opts.count("inputs-dir") ? opts.at("inputs-dir") : "");
   std::string text;
   if (!akachan::receiveMessage(sock, text)) throw WorkerFault("the worker hung up before saying hello");
 
@@ -568,7 +597,7 @@ int drive(const std::string& mode, const std::map<std::string, std::string>& opt
 
 int main(int argc, char** argv) {
   if (argc < 2 || (std::strcmp(argv[1], "check") != 0 && std::strcmp(argv[1], "perf") != 0)) {
-    std::cerr << "usage: driver check|perf --plan P --channel SOCK --out O [--worker CMD...]\n";
+    std::cerr << "usage: driver check|perf --plan P --channel SOCK --out O [--inputs-dir D] [--worker CMD...]\n";
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);
@@ -586,6 +615,11 @@ int main(int argc, char** argv) {
     }
     opts[key.substr(2)] = argv[++i];
   }
+  for (const auto& [k, v] : opts)
+    if (k != "plan" && k != "channel" && k != "out" && k != "inputs-dir") {
+      std::cerr << "driver: unknown option --" << k << "\n";
+      return 2;
+    }
   for (const char* k : {"plan", "channel", "out"})
     if (!opts.count(k)) {
       std::cerr << "driver: missing --" << k << "\n";
