@@ -151,12 +151,15 @@ int runResults(const std::string& id) {
     if (!r.is_object()) continue;
     if (r.contains("snapshot")) std::cout << "  snapshot " << str(r, "snapshot") << "\n";
     if (r.contains("agent")) std::cout << "  agent    " << str(r["agent"], "summary") << (r["agent"].value("timed_out", false) ? " (timed out)" : "") << "\n";
-    for (const auto& [name, g] : r.value("gates", json::object()).items()) {
+    // Named copies: a range-for over value(...).items() would iterate a destroyed temporary.
+    const json gates = r.value("gates", json::object());
+    for (const auto& [name, g] : gates.items()) {
       std::cout << "  " << name << ": " << (g.value("pass", false) ? "pass" : "FAIL");
       if (g.contains("speedup")) std::cout << "  speedup " << fmt(g["speedup"], "%.3fx");
       if (g.contains("reason")) std::cout << "  (" << str(g, "reason").substr(0, 200) << ")";
       std::cout << "\n";
-      for (const json& c : g.value("configs", json::array()))
+      const json configs = g.value("configs", json::array());
+      for (const json& c : configs)
         std::cout << "      " << str(c, "name") << ": baseline " << fmt(c["baseline"]["median_ns"], "%.0f") << " ns, candidate "
                   << fmt(c["candidate"]["median_ns"], "%.0f") << " ns (IQR " << fmt(c["candidate"]["iqr_ns"], "%.0f")
                   << "), speedup " << fmt(c["speedup"], "%.3fx") << "\n";
