@@ -163,6 +163,7 @@ void Scheduler::execute(const AttemptRecord& a) {
       AttemptServices s;
       s.attempts_dir = config_.state_dir / "attempts";
       s.snapshots = &snapshots_;
+      s.allow_agent_network = config_.allow_agent_network;
       s.scoring.tasks_root = config_.state_dir / "tasks" / task->content_hash / "def";
       s.scoring.trusted_cache = config_.state_dir / "tasks";
       s.scoring.akacheck = config_.akacheck;

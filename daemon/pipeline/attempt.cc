@@ -71,6 +71,7 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
     ao.gpus = agentGpu.gpu_ids;
     ao.credentials = plan.credentials;
     ao.time_limit_s = plan.agent_time_limit_s;
+    ao.allow_network = s.allow_agent_network;
     ao.logs_dir = logs;
     ao.canceller = s.scoring.canceller;
     auto agent = runAgentStage(task, plan.agent, ws, ao);

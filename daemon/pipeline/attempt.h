@@ -38,6 +38,7 @@ struct AttemptPlan {
 struct AttemptServices {
   std::filesystem::path attempts_dir;  // <state>/attempts
   snapshot::SnapshotStore* snapshots = nullptr;
+  bool allow_agent_network = true;  // false (akad --no-agent-network): no agent gets the host network
   ScoringEnvironment scoring;
   std::function<void(const std::string& stage)> on_stage;
   // Called with the new snapshot's hash; must make it durable before scoring starts.
