@@ -12,6 +12,7 @@
 #include "daemon/events.h"
 #include "daemon/store.h"
 #include "daemon/task_catalog.h"
+#include "daemon/tenants.h"
 
 namespace akad {
 class Scheduler;
@@ -41,6 +42,7 @@ struct DaemonContext {
   GpuLeases* gpus = nullptr;
   std::filesystem::path agentsDir;
   std::filesystem::path imagesDir;
+  TenantPolicy tenants;  // who is an admin (akad --tenants)
 };
 
 }  // namespace akad

@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
   uid_t sandboxUid = 101000;
   std::string cgroupParent = "akad";
   std::string mountTemplates;
+  std::string tenantsFile;
   app.set_version_flag("--version", std::string("akad ") + kVersion + " (protocol " +
                                         std::to_string(kProtocolVersion) + ")");
   app.add_option("--socket", socketPath, "Unix socket to listen on ($AKAD_SOCKET; /run/akad/akad.sock as root)")
@@ -145,6 +146,8 @@ int main(int argc, char** argv) {
   app.add_option("--mount-templates", mountTemplates,
                  "Where akabox keeps the daemon's mount templates (default <state-dir>/mount-templates; off: build every "
                  "sandbox's mounts from scratch); removed at start-up and shutdown");
+  app.add_option("--tenants", tenantsFile,
+                 "Tenant policy (YAML: admins) (default /etc/akad/tenants.yaml if it exists; else root is the only admin)");
   app.add_option("--akacheck", akacheck, "The trusted checker (default: beside akad, or the build tree)");
   try {
     app.parse(argc, argv);
@@ -164,6 +167,17 @@ int main(int argc, char** argv) {
   // Fixing the mmap threshold stops glibc from raising it after a 1 MiB request is freed, so
   // big request buffers go back to the kernel and RSS stays flat across hostile clients.
   ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+
+  TenantPolicy tenants;
+  if (tenantsFile.empty() && fs::exists("/etc/akad/tenants.yaml")) tenantsFile = "/etc/akad/tenants.yaml";
+  if (!tenantsFile.empty()) {
+    auto policy = loadTenantPolicy(tenantsFile);
+    if (!policy) {
+      log::error(policy.error().message);
+      return 2;
+    }
+    tenants = std::move(*policy);
+  }
 
   std::error_code ec;
   fs::create_directories(stateDir, ec);
@@ -187,6 +201,7 @@ int main(int argc, char** argv) {
   TaskCatalog catalog(tasksDir);
   DaemonContext context{**store, events, catalog, socketPath, stateDir, std::chrono::steady_clock::now(),
                         nowIso8601(), "none (runs stay queued)", {}, nullptr, nullptr, nullptr, agentsDir, imagesDir};
+  context.tenants = tenants;
 
   setDefaultCgroupParent(cgroupParent);
   if (mountTemplates.empty()) mountTemplates = (fs::path(stateDir) / "mount-templates").string();

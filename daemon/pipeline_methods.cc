@@ -31,6 +31,25 @@ constexpr std::size_t kExportChunkBytes = 256 << 10;
 
 Error invalid(const std::string& message) { return Error{message, proto::kInvalidParams}; }
 
+// The attempt, when the caller may see it: its run's submitter or an admin.
+Result<AttemptRecord> attemptFor(DaemonContext& ctx, const Peer& peer, std::int64_t id) {
+  auto a = ctx.store.getAttempt(id);
+  if (!a) return a.error();
+  auto run = ctx.store.getRun(a->runId);
+  if (!run) return run.error();
+  if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "attempt " + std::to_string(id)); !s) return s.error();
+  return a;
+}
+
+// Whether the caller may see a snapshot: an admin, or a tenant one of whose runs recorded it
+// (a snapshot is content-addressed: two tenants whose agents left the same files share it).
+Status maySeeSnapshot(DaemonContext& ctx, const Peer& peer, const std::string& sha) {
+  if (ctx.tenants.isAdmin(peer)) return {};
+  auto mine = ctx.store.snapshotsOf(peer.uid);
+  if (!mine) return mine.error();
+  return ctx.tenants.mayAccess(peer, mine->count(sha) > 0, "snapshot " + sha);
+}
+
 // The background jobs in flight, so shut-down can stop them before the context goes away.
 struct BackgroundJobs {
   std::mutex mutex;
@@ -209,11 +228,12 @@ void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Respo
   }).detach();
 }
 
-void exportSnapshot(DaemonContext& ctx, const json& params, std::shared_ptr<Responder> r) {
+void exportSnapshot(DaemonContext& ctx, const Peer& peer, const json& params, std::shared_ptr<Responder> r) {
   if (auto s = proto::allowOnly(params, {"snapshot"}); !s) return r->finish(s.error());
   auto sha = readSha(params);
   if (!sha) return r->finish(sha.error());
   if (ctx.snapshots == nullptr) return r->finish(noExecutor());
+  if (auto s = maySeeSnapshot(ctx, peer, *sha); !s) return r->finish(s.error());
   std::thread([&ctx, sha = *sha, r] {
     BackgroundJob job;
     if (!job.accepted()) return r->finish(Error{"the daemon is shutting down", proto::kShuttingDown});
@@ -255,12 +275,13 @@ void stopPipelineJobs() {
 }
 
 void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
-  table.add("run.report", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.add("run.report", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"id"}); !s) return s.error();
     auto id = proto::requireString(params, "id");
     if (!id) return id.error();
     auto run = ctx.store.getRun(*id);
     if (!run) return run.error();
+    if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "run " + *id); !s) return s.error();
     auto attempts = ctx.store.attemptsOf(*id);
     if (!attempts) return attempts.error();
     auto outcomes = outcomesOf(*attempts);
@@ -268,17 +289,17 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"run", run->toJson()}, {"report", report}, {"csv", runReportCsv(outcomes)}};
   });
 
-  table.add("attempt.get", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.add("attempt.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"id"}); !s) return s.error();
     auto id = proto::optionalInt(params, "id", -1, 1, INT64_MAX);
     if (!id) return id.error();
     if (*id < 0) return invalid("missing parameter \"id\" (an attempt number)");
-    auto a = ctx.store.getAttempt(*id);
+    auto a = attemptFor(ctx, peer, *id);
     if (!a) return a.error();
     return json{{"attempt", a->toJson()}};
   });
 
-  table.add("attempt.logs", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.add("attempt.logs", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"id", "stage"}); !s) return s.error();
     auto id = proto::optionalInt(params, "id", -1, 1, INT64_MAX);
     if (!id) return id.error();
@@ -288,7 +309,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     static const std::set<std::string> stages = {"agent", "compile", "generate", "correctness", "performance", "held_out", "all"};
     const std::string which = stage->value_or("all");
     if (!stages.count(which)) return invalid("parameter \"stage\" must be one of agent, compile, generate, correctness, performance, held_out, all");
-    auto a = ctx.store.getAttempt(*id);
+    auto a = attemptFor(ctx, peer, *id);
     if (!a) return a.error();
     const fs::path dir = ctx.stateDir / "attempts" / std::to_string(*id);
     std::vector<fs::path> files;
@@ -309,6 +330,8 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     auto sha = readSha(params);
     if (!sha) return sha.error();
     if (ctx.scheduler == nullptr || ctx.snapshots == nullptr) return noExecutor();
+    // Re-scoring another tenant's snapshot would hand its kernel, and its scores, to the caller.
+    if (auto s = maySeeSnapshot(ctx, peer, *sha); !s) return s.error();
     auto manifest = ctx.snapshots->manifest(*sha);
     if (!manifest) return Error{"no snapshot " + *sha + " in the store: " + manifest.error().message, proto::kNotFound};
     auto original = ctx.store.attemptWithSnapshot(*sha);
@@ -354,7 +377,9 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"tasks", tasks}, {"errors", scan.errors}};
   });
 
-  table.addStream("tasks.validate", [&ctx](const Peer&, const json& params, std::shared_ptr<Responder> r) {
+  table.addStream("tasks.validate", [&ctx](const Peer& peer, const json& params, std::shared_ptr<Responder> r) {
+    // It scores the reference solutions: an admin's tool, and it would show them to a tenant.
+    if (auto s = ctx.tenants.mustBeAdmin(peer, "validate tasks"); !s) return r->finish(s.error());
     validateTasks(ctx, params, std::move(r));
   });
 
@@ -372,29 +397,37 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"gpus", ctx.gpus ? ctx.gpus->describe() : json::array()}};
   });
 
-  table.add("snapshot.list", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.add("snapshot.list", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     if (ctx.snapshots == nullptr) return noExecutor();
-    return ctx.snapshots->listJson();  // {"snapshots": [...]}
+    json all = ctx.snapshots->listJson();  // {"snapshots": [...]}
+    if (ctx.tenants.isAdmin(peer)) return all;
+    auto mine = ctx.store.snapshotsOf(peer.uid);
+    if (!mine) return mine.error();
+    json shown = json::array();
+    for (const json& s : all.at("snapshots"))
+      if (mine->count(s.value("sha256", std::string()))) shown.push_back(s);
+    return json{{"snapshots", shown}};
   });
 
-  table.add("snapshot.show", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.add("snapshot.show", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"snapshot"}); !s) return s.error();
     auto sha = readSha(params);
     if (!sha) return sha.error();
     if (ctx.snapshots == nullptr) return noExecutor();
+    if (auto s = maySeeSnapshot(ctx, peer, *sha); !s) return s.error();
     auto shown = ctx.snapshots->showJson(*sha);
     if (!shown) return Error{shown.error().message, proto::kNotFound};
     return *shown;
   });
 
-  table.addStream("snapshot.export", [&ctx](const Peer&, const json& params, std::shared_ptr<Responder> r) {
-    exportSnapshot(ctx, params, std::move(r));
+  table.addStream("snapshot.export", [&ctx](const Peer& peer, const json& params, std::shared_ptr<Responder> r) {
+    exportSnapshot(ctx, peer, params, std::move(r));
   });
 
   table.add("snapshot.gc", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
-    if (peer.uid != 0) return Error{"only root may collect garbage in the snapshot store", proto::kPermissionDenied};
+    if (auto s = ctx.tenants.mustBeAdmin(peer, "collect garbage in the snapshot store"); !s) return s.error();
     if (ctx.snapshots == nullptr) return noExecutor();
     auto referenced = ctx.store.referencedSnapshots();
     if (!referenced) return referenced.error();

@@ -155,13 +155,14 @@ bool endsRun(const EventRecord& ev) {
 }
 
 // Replays a run's stored events, then follows the bus until the run ends.
-void watchRun(DaemonContext& ctx, const Peer&, const json& params, std::shared_ptr<Responder> responder) {
+void watchRun(DaemonContext& ctx, const Peer& peer, const json& params, std::shared_ptr<Responder> responder) {
   auto runId = readRunId(params, {"id", "from_start"});
   if (!runId) return responder->finish(runId.error());
   auto fromStart = proto::optionalBool(params, "from_start", true);
   if (!fromStart) return responder->finish(fromStart.error());
   auto run = ctx.store.getRun(*runId);
   if (!run) return responder->finish(run.error());
+  if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "run " + *runId); !s) return responder->finish(s.error());
 
   struct WatchState {
     std::mutex mutex;
@@ -245,7 +246,7 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"run", change->run.toJson()}};
   });
 
-  table.add("run.list", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.add("run.list", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"state", "limit"}); !s) return s.error();
     auto state = proto::optionalString(params, "state");
     if (!state) return state.error();
@@ -256,18 +257,22 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     }
     auto limit = proto::optionalInt(params, "limit", 50, 1, 1000);
     if (!limit) return limit.error();
-    auto runs = ctx.store.listRuns(*state, *limit);
+    // A tenant lists its own runs; an admin everyone's.
+    std::optional<std::int64_t> owner;
+    if (!ctx.tenants.isAdmin(peer)) owner = peer.uid;
+    auto runs = ctx.store.listRuns(*state, *limit, owner);
     if (!runs) return runs.error();
     json out = json::array();
     for (const RunRecord& r : *runs) out.push_back(r.toJson());
     return json{{"runs", out}};
   });
 
-  table.add("run.get", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.add("run.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     auto id = readRunId(params, {"id"});
     if (!id) return id.error();
     auto run = ctx.store.getRun(*id);
     if (!run) return run.error();
+    if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "run " + *id); !s) return s.error();
     auto attempts = ctx.store.attemptsOf(*id);
     if (!attempts) return attempts.error();
     json list = json::array();
@@ -280,12 +285,8 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     if (!id) return id.error();
     auto run = ctx.store.getRun(*id);
     if (!run) return run.error();
-    // Tenants share the daemon: only the submitter (or root) may cancel a run.
-    if (peer.uid != 0 && static_cast<std::int64_t>(peer.uid) != run->submitterUid) {
-      return Error{"run " + *id + " was submitted by uid " + std::to_string(run->submitterUid) +
-                       "; uid " + std::to_string(peer.uid) + " may not cancel it",
-                   proto::kPermissionDenied};
-    }
+    // Tenants share the daemon: only the submitter (or an admin) may cancel a run.
+    if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "run " + *id); !s) return s.error();
     auto change = ctx.store.cancelRun(*id);
     if (!change) return change.error();
     if (ctx.scheduler != nullptr) ctx.scheduler->cancelRun(*id);

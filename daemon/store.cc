@@ -365,16 +365,18 @@ Result<RunRecord> Store::getRun(const std::string& runId) {
   return loadRun(runId);
 }
 
-Result<std::vector<RunRecord>> Store::listRuns(const std::optional<std::string>& stateFilter,
-                                               std::int64_t limit) {
+Result<std::vector<RunRecord>> Store::listRuns(const std::optional<std::string>& stateFilter, std::int64_t limit,
+                                               std::optional<std::int64_t> submitterUid) {
   std::lock_guard lock(mutex_);
-  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs";
-  if (stateFilter) sql += " WHERE state = ?";
+  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE 1";
+  if (stateFilter) sql += " AND state = ?";
+  if (submitterUid) sql += " AND submitter_uid = ?";
   sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?";
   auto st = db_.prepare(sql);
   if (!st) return st.error();
   int i = 1;
   if (stateFilter) st->bind(i++, *stateFilter);
+  if (submitterUid) st->bind(i++, *submitterUid);
   st->bind(i, limit);
   std::vector<RunRecord> runs;
   for (;;) {
@@ -749,6 +751,23 @@ Result<std::set<std::string>> Store::referencedSnapshots() {
   std::lock_guard lock(mutex_);
   auto st = db_.prepare("SELECT DISTINCT snapshot_sha256 FROM attempts WHERE snapshot_sha256 IS NOT NULL");
   if (!st) return st.error();
+  std::set<std::string> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.insert(st->text(0));
+  }
+  return out;
+}
+
+Result<std::set<std::string>> Store::snapshotsOf(std::int64_t uid) {
+  std::lock_guard lock(mutex_);
+  auto st = db_.prepare(
+      "SELECT DISTINCT a.snapshot_sha256 FROM attempts a JOIN runs r ON r.id = a.run_id "
+      "WHERE a.snapshot_sha256 IS NOT NULL AND r.submitter_uid = ?");
+  if (!st) return st.error();
+  st->bind(1, uid);
   std::set<std::string> out;
   for (;;) {
     auto row = st->step();

@@ -122,9 +122,9 @@ class Store {
 
   Result<RunChange> submitRun(const NewRun& run);
   Result<RunRecord> getRun(const std::string& runId);  // kNotFound if absent
-  // Newest first. stateFilter empty = all.
-  Result<std::vector<RunRecord>> listRuns(const std::optional<std::string>& stateFilter,
-                                          std::int64_t limit);
+  // Newest first. stateFilter empty = all; submitterUid: only that uid's runs.
+  Result<std::vector<RunRecord>> listRuns(const std::optional<std::string>& stateFilter, std::int64_t limit,
+                                          std::optional<std::int64_t> submitterUid = std::nullopt);
   Result<std::vector<AttemptRecord>> attemptsOf(const std::string& runId);
   // Marks the run and its unfinished attempts cancelled. kConflict if the run already ended.
   Result<RunChange> cancelRun(const std::string& runId);
@@ -157,6 +157,8 @@ class Store {
   // The first attempt that recorded this snapshot (the original of a re-score).
   Result<std::optional<AttemptRecord>> attemptWithSnapshot(const std::string& sha256);
   Result<std::set<std::string>> referencedSnapshots();
+  // Snapshots recorded by attempts of runs that `uid` submitted: the ones that tenant may see.
+  Result<std::set<std::string>> snapshotsOf(std::int64_t uid);
 
  private:
   explicit Store(sqlite::Database db) : db_(std::move(db)) {}
