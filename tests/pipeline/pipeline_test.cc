@@ -24,11 +24,12 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 
-// One daemon for the suite: trusted builds are cached per task version in its state dir.
+// One daemon for the suite: trusted builds are cached per task version in its state dir. Its
+// tasks time 10 x 2 calls per configuration (quickTimedTasks).
 class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new PipelineDaemon("suite");
+    daemon_ = new PipelineDaemon("suite", PipelineDaemon::Timing::Quick);
     daemon_->start();
   }
   static void TearDownTestSuite() {
@@ -110,7 +111,7 @@ TEST_F(PipelineTest, EditsOutsideTheAllowListAreIgnoredAndReported) {
 }
 
 TEST_F(PipelineTest, AgentFindsNoTrustedHarnessHeldOutConfigurationsOrSolution) {
-  const std::string tasks = AKAD_TEST_TASKS_DIR;
+  const std::string tasks = daemon_->paths().tasksDir.string();
   // Positive control first (it must see its own visible configurations), then the probes.
   const std::string probe =
       "grep -q v-1024x4096 configs.json || exit 2; "
@@ -300,7 +301,7 @@ std::map<long, int> scoredEvents(PipelineDaemon& d, const std::string& run, bool
 // candidate. The attempt must go back to the queue, not be recorded with the cancelled gate
 // as a failure, and the next daemon must score it in full.
 TEST(PipelineRestartTest, TermMidScoringRequeuesTheAttemptInsteadOfRecordingCancelledGates) {
-  PipelineDaemon d("term");
+  PipelineDaemon d("term", PipelineDaemon::Timing::Quick);
   d.start();
   const std::string id = d.submit({"cpu/reduction", "--agent", "reference"});
   ASSERT_TRUE(waitForStage(d, id, "performance")) << "the run never reached a performance gate";
@@ -321,8 +322,30 @@ TEST(PipelineRestartTest, TermMidScoringRequeuesTheAttemptInsteadOfRecordingCanc
   d.expectNothingLeft();
 }
 
+// akad --no-agent-network: an agent whose definition asks for the host network gets a network
+// namespace of its own with loopback only. The probe counts the interfaces besides lo; on the
+// host (the positive control) it must find some.
+TEST(PipelineNetworkTest, NoAgentNetworkKeepsAHostNetworkAgentOffTheNetwork) {
+  const std::string probe = "n=$(tail -n +3 /proc/net/dev | grep -vc '^ *lo:'); echo interfaces=$n; test \"$n\" -eq 0";
+  auto host = runCommand({"/bin/sh", "-c", probe}, {}, 10s);
+  if (host.exitCode == 0) GTEST_SKIP() << "this machine has no interface besides lo: nothing to keep an agent from";
+  PipelineDaemon d("nonet", PipelineDaemon::Timing::Quick);
+  const fs::path agents = d.scratch("agents");
+  std::ofstream(agents / "nethost.yaml") << "name: nethost\n"
+                                            "description: asks for the host network and counts the interfaces it got\n"
+                                            "command: [\"/bin/sh\", \"-c\", " << json(probe).dump() << "]\n"
+                                            "network: host\n"
+                                            "time_limit_s: 30\n";
+  d.start({"--no-agent-network", "--agents-dir", agents.string()});
+  json a = d.runOne({"cpu/reduction", "--agent", "nethost"});
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  EXPECT_EQ(result(a).at("agent").at("exit_code"), 0) << "the agent saw interfaces besides lo: " << result(a).at("agent").dump();
+  d.stop();
+  d.expectNothingLeft();
+}
+
 TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
-  PipelineDaemon d("restart");
+  PipelineDaemon d("restart", PipelineDaemon::Timing::Quick);
   d.start();
   const std::string id = d.submit({"cpu/reduction", "--agent", "noop", "--attempts", "2"});
   ASSERT_TRUE(waitForStage(d, id, "performance")) << "the run never reached a performance gate";
