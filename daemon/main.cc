@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/root_only_dir.h"
+#include "common/trusted_dir.h"
 #include "common/unique_fd.h"
 #include "daemon/context.h"
 #include "daemon/daemon_methods.h"
@@ -56,7 +57,7 @@ void raiseFileLimit() {
 // Two daemons on one state dir would both execute its queued attempts.
 Result<UniqueFd> lockStateDir(const fs::path& dir) {
   fs::path lock = dir / "akad.lock";
-  UniqueFd fd(::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return errnoError("cannot open " + lock.string());
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) return Error{"another akad is using state dir " + dir.string(), 0};
@@ -180,9 +181,16 @@ int main(int argc, char** argv) {
   }
 
   std::error_code ec;
+  const bool madeStateDir = !fs::exists(stateDir);
   fs::create_directories(stateDir, ec);
   if (ec) {
     log::error("cannot create state dir ", stateDir, ": ", ec.message());
+    return 1;
+  }
+  if (madeStateDir) ::chmod(stateDir.c_str(), 0700);
+  // A state dir another user could write to (or swap) would let them steer root's writes.
+  if (auto s = checkTrustedDirectory(stateDir); !s) {
+    log::error("refusing state dir ", stateDir, ": ", s.error().message);
     return 1;
   }
   auto stateLock = lockStateDir(stateDir);
@@ -195,6 +203,8 @@ int main(int argc, char** argv) {
     log::error("cannot open store: ", store.error().message);
     return 1;
   }
+  // The database holds every tenant's runs: readable by akad's user only.
+  for (const char* f : {"akad.db", "akad.db-wal", "akad.db-shm"}) ::chmod((fs::path(stateDir) / f).c_str(), 0600);
 
   boost::asio::io_context io(1);
   EventBus events;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/trusted_dir.h"
 
 namespace akad {
 
@@ -335,10 +336,13 @@ Status Server::listen() {
     if (ec) return Error{"cannot create socket directory " + dir.string() + ": " + ec.message(), 0};
     ::chmod(dir.c_str(), 0755);
   }
+  // The lock file and the socket are made here as root: nobody else may be able to plant or
+  // swap entries in this directory.
+  if (auto s = checkTrustedDirectory(dir); !s) return Error{"refusing socket directory: " + s.error().message, 0};
   // The lock settles races between two daemons starting at once; the probe below handles a
   // daemon that predates the lock file or runs elsewhere in the mount namespace.
   std::string lockPath = path.string() + ".lock";
-  lockFd_.reset(::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  lockFd_.reset(::open(lockPath.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!lockFd_.valid()) return errnoError("cannot open lock file " + lockPath);
   if (::flock(lockFd_.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {

@@ -24,7 +24,9 @@ Status OutputCapture::open(const std::string& stdoutPath, const std::string& std
       s.fd = fallback;
       return {};
     }
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Never through a link: akabox is root, and a sandbox that could plant one where a log goes
+    // would have root write whatever it prints wherever it chose.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return errnoError("cannot open output file '" + path + "'");
     s.owned.reset(fd);
     s.fd = fd;

@@ -310,7 +310,7 @@ Status deliverResult(const SandboxSpec& spec, const SandboxResult& result) {
   };
   if (spec.resultFd >= 0) return writeAll(spec.resultFd);
   if (!spec.resultPath.empty()) {
-    UniqueFd fd(::open(spec.resultPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    UniqueFd fd(::open(spec.resultPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!fd.valid()) return errnoError("cannot open result file '" + spec.resultPath + "'");
     return writeAll(fd.get());
   }

@@ -247,3 +247,78 @@ TEST_F(DaemonTest, WatchStreamsEventsUntilTheRunEnds) {
 
 }  // namespace
 }  // namespace akad::test
+
+namespace akad::test {
+namespace {
+
+// Files root writes where a local user could steer it: each case sets the trap a user could
+// (a state dir of their own, a world-writable socket folder, a link where akad makes a file)
+// and shows that akad refuses to start and writes nothing through it.
+class SafeFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root: the traps are about what root writes";
+    victim_ = dir_ / "victim";
+    std::ofstream(victim_) << "precious\n";
+    ::chmod(victim_.c_str(), 0600);
+  }
+  std::string victim() const {
+    std::ifstream in(victim_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  Result<std::unique_ptr<DaemonProcess>> start(const fs::path& socket, const fs::path& state) {
+    return DaemonProcess::start({socket, state, writeFakeTasks(dir_.path())}, {"--workers", "0", "--gpus", "none"});
+  }
+  TempDir dir_;
+  fs::path victim_;
+};
+
+TEST_F(SafeFilesTest, AStateDirAnotherUserOwnsIsRefusedAndNothingIsWrittenThere) {
+  const fs::path state = dir_ / "theirs";
+  fs::create_directories(state);
+  ASSERT_EQ(::chown(state.c_str(), 65534, 65534), 0);  // nobody's, as if a user had made it first
+  auto d = start(dir_ / "run" / "akad.sock", state);
+  ASSERT_FALSE(d) << "akad started on a state dir uid 65534 owns";
+  EXPECT_NE(d.error().message.find("belongs to uid 65534"), std::string::npos) << d.error().message;
+  EXPECT_TRUE(fs::is_empty(state)) << "akad wrote into the refused state dir";
+}
+
+TEST_F(SafeFilesTest, AStateDirUnderAFolderOthersCanWriteIsRefused) {
+  const fs::path open = dir_ / "open";
+  fs::create_directories(open);
+  ::chmod(open.c_str(), 0777);  // writable by all and not sticky: anyone could swap what is inside
+  auto d = start(dir_ / "run" / "akad.sock", open / "state");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("can be written by users other than its owner"), std::string::npos) << d.error().message;
+}
+
+TEST_F(SafeFilesTest, ASocketInAWorldWritableFolderIsRefused) {
+  const fs::path shared = dir_ / "shared";
+  fs::create_directories(shared);
+  ::chmod(shared.c_str(), 01777);  // like /tmp
+  auto d = start(shared / "akad.sock", dir_ / "state");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("refusing socket directory"), std::string::npos) << d.error().message;
+  EXPECT_FALSE(fs::exists(shared / "akad.sock.lock"));
+}
+
+TEST_F(SafeFilesTest, PlantedLinksAtTheLockFilesAreNotFollowed) {
+  // Links where akad makes its lock files: root would have opened (and with O_CREAT made) the
+  // victim through them.
+  fs::create_directories(dir_ / "run");
+  fs::create_symlink(victim_, dir_ / "run" / "akad.sock.lock");
+  auto d = start(dir_ / "run" / "akad.sock", dir_ / "state");
+  ASSERT_FALSE(d) << "akad opened its socket lock through a link";
+  fs::remove(dir_ / "run" / "akad.sock.lock");
+  fs::create_directories(dir_ / "state2");
+  fs::create_symlink(dir_ / "made-by-root", dir_ / "state2" / "akad.lock");
+  auto e = start(dir_ / "run" / "akad.sock", dir_ / "state2");
+  ASSERT_FALSE(e) << "akad opened its state lock through a link";
+  EXPECT_FALSE(fs::exists(dir_ / "made-by-root")) << "a file was created through the planted link";
+  EXPECT_EQ(victim(), "precious\n");
+}
+
+}  // namespace
+}  // namespace akad::test

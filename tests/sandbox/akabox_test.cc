@@ -461,6 +461,24 @@ TEST_F(BoxTest, AnOomNoProcessHoldsLeavesTheInitAlone) {
   EXPECT_NE(r.exitStatus, 125) << r.result.dump();
 }
 
+// akabox is root: a link planted where its output goes (a sandbox could plant one in a folder it
+// may write) must not make it write, or create, what the link points to.
+TEST_F(BoxTest, OutputFilesAreNotOpenedThroughLinks) {
+  const std::string victim = tmp_ + "/victim";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(::symlink(victim.c_str(), (tmp_ + "/stdout").c_str()), 0);  // where the run's stdout goes
+  BoxRun out = run({}, {"/bin/sh", "-c", "echo overwritten"});
+  EXPECT_EQ(out.exitStatus, 125) << out.result.dump();
+  EXPECT_EQ(out.result.value("status", ""), "setup-failed") << out.result.dump();
+  ::unlink((tmp_ + "/stdout").c_str());
+  ASSERT_EQ(::symlink((tmp_ + "/made-by-root").c_str(), (tmp_ + "/stderr").c_str()), 0);
+  BoxRun err = run({}, {"/bin/sh", "-c", "echo created >&2"});
+  EXPECT_EQ(err.exitStatus, 125) << err.result.dump();
+  EXPECT_EQ(readAll(victim), "precious\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp_ + "/made-by-root"));
+  ::unlink((tmp_ + "/stderr").c_str());
+}
+
 // A tmpfs asked for with huge pages is mounted huge=within_size (its files of 2 MiB and more get
 // transparent huge pages); the others are not.
 TEST_F(BoxTest, HugeTmpfsIsMountedWithinSize) {
