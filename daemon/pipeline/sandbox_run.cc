@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,7 +119,9 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
     if (t.huge_pages) value += ":huge";
     add("--tmpfs", value);
   }
-  for (const auto& [k, v] : r.env) add("--env", k + "=" + v);
+  // The environment (credentials among it) is not on the command line, where every local user
+  // could read it in /proc/PID/cmdline: runSandbox passes it in a spec on fd 4.
+  if (!r.env.empty()) add("--spec", "/dev/fd/4");
   add("--memory", std::to_string(r.memory_bytes));
   add("--pids", std::to_string(r.pids));
   add("--wall-time", formatSeconds(r.wall_s));
@@ -141,9 +144,27 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
   if (request.command.empty()) return Error{"sandbox request without a command"};
   std::vector<std::string> args = akaboxArgv(akaboxPath(), request);
   std::vector<char*> argv = pointersTo(args);
-  // akabox gets a clean environment; the sandbox's own environment comes from --env.
+  // akabox gets a clean environment; the sandbox's own comes in the spec on fd 4.
   std::vector<std::string> env = akaboxEnvironment();
   std::vector<char*> envp = pointersTo(env);
+
+  // The sandbox's environment as a spec of its own in a memfd, inherited as fd 4: only root
+  // (akabox's owner) can read it there.
+  UniqueFd envFd;
+  if (!request.env.empty()) {
+    UniqueFd made(::memfd_create("akabox-env", MFD_CLOEXEC));
+    if (made.get() < 0) return errnoError("cannot create the environment file for akabox");
+    // Above the numbers the child dup2s onto, so that neither copy overwrites it.
+    envFd = UniqueFd(::fcntl(made.get(), F_DUPFD_CLOEXEC, 10));
+    if (envFd.get() < 0) return errnoError("cannot create the environment file for akabox");
+    const std::string spec = nlohmann::json{{"env", request.env}}.dump();
+    for (size_t done = 0; done < spec.size();) {
+      const ssize_t n = ::pwrite(envFd.get(), spec.data() + done, spec.size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return errnoError("cannot write the environment file for akabox");
+      done += static_cast<size_t>(n);
+    }
+  }
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return errnoError("cannot create the result pipe for akabox");
@@ -158,6 +179,7 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed daemon takes its sandboxes with it
     if (nullFd.get() >= 0) ::dup2(nullFd.get(), 0);
     ::dup2(writeEnd.get(), 3);  // dup2 clears FD_CLOEXEC on the copy
+    if (envFd.get() >= 0) ::dup2(envFd.get(), 4);
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }

@@ -344,6 +344,48 @@ TEST(PipelineNetworkTest, NoAgentNetworkKeepsAHostNetworkAgentOffTheNetwork) {
   d.expectNothingLeft();
 }
 
+// A credential passed with --pass-env reaches the agent's environment and no process's command
+// line (/proc/PID/cmdline is readable by every local user): the test watches every process's
+// command line for the whole run, the agent's stage included.
+TEST(PipelineSecretTest, ASecretPassedWithPassEnvIsInNoCommandLine) {
+  std::string secret = "akad-secret-";
+  for (int i = 0; i < 28; ++i) secret += "abcdefghijklmnopqrstuvwxyz0123456789"[::random() % 36];
+  ASSERT_EQ(secret.size(), 40u);
+  PipelineDaemon d("secret", PipelineDaemon::Timing::Quick);
+  const fs::path agents = d.scratch("agents");
+  std::ofstream(agents / "secretive.yaml")
+      << "name: secretive\n"
+         "description: needs a 40-character key, and takes its time with it\n"
+         "command: [\"/bin/sh\", \"-c\", \"sleep 3; test ${#AKAD_TEST_SECRET} -eq 40\"]\n"
+         "credentials: [AKAD_TEST_SECRET]\n"
+         "time_limit_s: 30\n";
+  d.start({"--agents-dir", agents.string()});
+  auto submitted = runCommand({akactlBinary().string(), "--socket", d.paths().socket.string(), "--json", "submit",
+                               "cpu/reduction", "--agent", "secretive", "--pass-env", "AKAD_TEST_SECRET"},
+                              {"AKAD_TEST_SECRET=" + secret}, 60s);
+  ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+  const std::string id = json::parse(submitted.out).at("run").at("id");
+  int scans = 0;
+  for (;;) {
+    ++scans;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      EXPECT_EQ(readFile(e.path() / "cmdline").find(secret), std::string::npos)
+          << "the secret is on the command line of pid " << name << ": " << readFile(e.path() / "cmdline");
+    }
+    const std::string state = d.ctlJson({"status", id}).at("run").at("state");
+    if (state != "running" && state != "queued") break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_GT(scans, 20) << "the run ended before the command lines were watched for long";
+  json a = d.ctlJson({"status", id}).at("attempts").at(0);
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  EXPECT_EQ(result(a).at("agent").at("exit_code"), 0) << "the agent did not get the secret: " << result(a).at("agent").dump();
+  d.stop();
+  d.expectNothingLeft();
+}
+
 TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
   PipelineDaemon d("restart", PipelineDaemon::Timing::Quick);
   d.start();
