@@ -167,17 +167,20 @@ open('kernel.cpp', 'w').write('\n'.join(src) + '\n')
 }
 
 TEST_F(PipelineTest, CachingResultsAcrossCallsFailsTheTimedCallCheck) {
-  // Correct on every fresh call, but once the same input buffer comes back five times in a row
-  // (a benchmark loop) it returns the remembered answer.
+  // Correct on the few calls per shape of a correctness run, but once the same shape comes five
+  // times in a row (a benchmark loop) it returns the remembered answer. (Keyed on the shape, not
+  // the input's address: every call's inputs are a fresh mapping, which the kernel often places
+  // where the last one was, so an address says nothing about the data.)
   const std::string kernel = R"CPP(
 #include <cstddef>
 #include <vector>
-static const float* last = nullptr;
+static size_t lastRows = 0, lastCols = 0;
 static int streak = 0;
 static std::vector<float> memo;
 extern "C" void row_sum(const float* x, float* out, size_t rows, size_t cols) {
-  streak = (x == last) ? streak + 1 : 0;
-  last = x;
+  streak = (rows == lastRows && cols == lastCols) ? streak + 1 : 0;
+  lastRows = rows;
+  lastCols = cols;
   if (streak >= 5 && memo.size() == rows) { for (size_t r = 0; r < rows; ++r) out[r] = memo[r]; return; }
   memo.assign(rows, 0.0f);
   for (size_t r = 0; r < rows; ++r) {
@@ -214,7 +217,11 @@ TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   ASSERT_EQ(a.at("state"), "scored");
   const std::string sha = result(a).at("snapshot");
   json r = daemon_->ctlJson({"reproduce", sha}, 600s);
-  EXPECT_EQ(r.at("original").at("id"), a.at("id"));
+  // The original is the first attempt that recorded these files: the suite's daemon may have
+  // stored the same snapshot for an earlier reference attempt on this task.
+  const json original = r.at("original");
+  EXPECT_LE(original.at("id").get<long>(), a.at("id").get<long>());
+  EXPECT_EQ(original.at("result").at("snapshot"), sha);
   const json& again = r.at("reproduced");
   ASSERT_EQ(again.at("state"), "scored") << again.dump();
   EXPECT_TRUE(again.at("result").at("correct").get<bool>());
@@ -228,7 +235,7 @@ TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   json listed = daemon_->ctlJson({"snapshot", "list"});
   bool found = false;
   for (const json& e : listed.at("snapshots"))
-    if (e.at("sha256") == sha) found = e.at("metadata").at("attempt") == a.at("id");
+    if (e.at("sha256") == sha) found = e.at("metadata").at("attempt") == original.at("id");
   EXPECT_TRUE(found) << listed.dump();
   EXPECT_FALSE(daemon_->ctlJson({"snapshot", "show", sha}).at("entries").empty());
   TempDir out;
