@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/protocol.h"
 #include "daemon/gpu_leases.h"
+#include "daemon/held_out_view.h"
 #include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/image.h"
@@ -286,7 +287,13 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     if (!attempts) return attempts.error();
     auto outcomes = outcomesOf(*attempts);
     json report = runReport(outcomes);
-    return json{{"run", run->toJson()}, {"report", report}, {"csv", runReportCsv(outcomes)}};
+    std::string csv = runReportCsv(outcomes);
+    if (!ctx.tenants.isAdmin(peer)) {
+      const HeldOutView view = HeldOutView::forAttempts(ctx.stateDir, *attempts);
+      report = view.names(report);
+      csv = view.text(csv);
+    }
+    return json{{"run", run->toJson()}, {"report", report}, {"csv", csv}};
   });
 
   table.add("attempt.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
@@ -296,7 +303,8 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     if (*id < 0) return invalid("missing parameter \"id\" (an attempt number)");
     auto a = attemptFor(ctx, peer, *id);
     if (!a) return a.error();
-    return json{{"attempt", a->toJson()}};
+    if (ctx.tenants.isAdmin(peer)) return json{{"attempt", a->toJson()}};
+    return json{{"attempt", HeldOutView::forAttempts(ctx.stateDir, {*a}).attempt(a->toJson())}};
   });
 
   table.add("attempt.logs", [&ctx](const Peer& peer, const json& params) -> Result<json> {
@@ -317,10 +325,28 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
       auto part = logFilesFor(dir, st);
       files.insert(files.end(), part.begin(), part.end());
     }
+    // A tenant who is not an admin gets the held-out gates (and the reference's generation of
+    // their inputs) as a summary by opaque id, never their raw logs.
+    const bool admin = ctx.tenants.isAdmin(peer);
+    const HeldOutView view = admin ? HeldOutView() : HeldOutView::forAttempts(ctx.stateDir, {*a});
+    auto heldOutLog = [](const fs::path& f) {
+      const std::string name = f.filename().string();
+      return name.rfind("held_out", 0) == 0 || name.rfind("reference-generate", 0) == 0;
+    };
     json logs = json::array();
+    bool summarised = false;
     for (const auto& f : files) {
       if (!fs::exists(f)) continue;
-      logs.push_back({{"file", fs::relative(f, dir).string()}, {"text", tailOfFile(f, kMaxLogBytes)}});
+      if (!admin && heldOutLog(f)) {
+        if (!summarised)
+          logs.push_back({{"file", "held_out (summary)"},
+                          {"text", HeldOutView::logSummary(view.attempt(a->toJson()).value("result", json()))}});
+        summarised = true;
+        continue;
+      }
+      std::string text = tailOfFile(f, kMaxLogBytes);
+      logs.push_back({{"file", admin ? fs::relative(f, dir).string() : view.text(fs::relative(f, dir).string())},
+                      {"text", admin ? text : view.text(text)}});
     }
     return json{{"attempt", *id}, {"stage", which}, {"logs", logs}};
   });
@@ -363,7 +389,9 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     for (const auto& ev : change->events) ctx.events.publish(ev);
     ctx.scheduler->wake();
     json out = {{"run", change->run.toJson()}};
-    if (*original) out["original"] = (*original)->toJson();
+    if (*original)
+      out["original"] = ctx.tenants.isAdmin(peer) ? (*original)->toJson()
+                                                  : HeldOutView::forAttempts(ctx.stateDir, {**original}).attempt((*original)->toJson());
     return out;
   });
 

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/protocol.h"
 #include "daemon/gpu_leases.h"
+#include "daemon/held_out_view.h"
 #include "daemon/pipeline/agent.h"
 #include "daemon/scheduler.h"
 
@@ -180,7 +181,14 @@ void watchRun(DaemonContext& ctx, const Peer& peer, const json& params, std::sha
     r.finish(json{{"run", latest->toJson()}});
   };
   // Subscribe before reading the table, so nothing published in between is missed.
-  auto subscription = ctx.events.subscribe(id, [weak, state, finishWithRun](const EventRecord& ev) {
+  // A tenant who is not an admin sees held-out configurations by opaque id only.
+  std::shared_ptr<const HeldOutView> view;
+  if (!ctx.tenants.isAdmin(peer)) {
+    auto attempts = store.attemptsOf(id);
+    view = std::make_shared<HeldOutView>(HeldOutView::forAttempts(ctx.stateDir, attempts ? *attempts : std::vector<AttemptRecord>{}));
+  }
+  auto shown = [view](const EventRecord& ev) { return view ? view->names(ev.toJson()) : ev.toJson(); };
+  auto subscription = ctx.events.subscribe(id, [weak, state, finishWithRun, shown](const EventRecord& ev) {
     auto r = weak.lock();
     if (!r || r->done()) return;
     {
@@ -191,7 +199,7 @@ void watchRun(DaemonContext& ctx, const Peer& peer, const json& params, std::sha
       }
       if (ev.seq <= state->lastSeq) return;
       state->lastSeq = ev.seq;
-      r->event(ev.toJson());
+      r->event(shown(ev));
     }
     if (endsRun(ev)) finishWithRun(*r);
   });
@@ -202,12 +210,12 @@ void watchRun(DaemonContext& ctx, const Peer& peer, const json& params, std::sha
   {
     std::lock_guard lock(state->mutex);
     for (const EventRecord& ev : *stored) {
-      if (*fromStart) responder->event(ev.toJson());
+      if (*fromStart) responder->event(shown(ev));
       state->lastSeq = std::max(state->lastSeq, ev.seq);
     }
     for (const EventRecord& ev : state->early) {
       if (ev.seq <= state->lastSeq) continue;
-      responder->event(ev.toJson());
+      responder->event(shown(ev));
       state->lastSeq = ev.seq;
     }
     state->early.clear();
@@ -275,8 +283,10 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "run " + *id); !s) return s.error();
     auto attempts = ctx.store.attemptsOf(*id);
     if (!attempts) return attempts.error();
+    const bool admin = ctx.tenants.isAdmin(peer);
+    const HeldOutView view = admin ? HeldOutView() : HeldOutView::forAttempts(ctx.stateDir, *attempts);
     json list = json::array();
-    for (const AttemptRecord& a : *attempts) list.push_back(a.toJson());
+    for (const AttemptRecord& a : *attempts) list.push_back(admin ? a.toJson() : view.attempt(a.toJson()));
     return json{{"run", run->toJson()}, {"attempts", list}};
   });
 
