@@ -23,6 +23,7 @@
 #include "common/root_only_dir.h"
 #include "common/trusted_dir.h"
 #include "common/unique_fd.h"
+#include "daemon/audit.h"
 #include "daemon/context.h"
 #include "daemon/daemon_methods.h"
 #include "daemon/events.h"
@@ -263,7 +264,13 @@ int main(int argc, char** argv) {
     context.scheduler = scheduler.get();
     context.executor = std::to_string(workers) + " worker(s)";
   }
+  auto audit = AuditLog::open(fs::path(stateDir) / "audit.log");
+  if (!audit) {
+    log::error(audit.error().message);
+    return 1;
+  }
   MethodTable methods;
+  methods.setAuditLog(audit->get());
   registerDaemonMethods(methods, context);
   registerRunMethods(methods, context);
   registerPipelineMethods(methods, context);

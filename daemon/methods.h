@@ -48,8 +48,12 @@ using Handler = std::function<Result<nlohmann::json>(const Peer& peer, const nlo
 using StreamHandler =
     std::function<void(const Peer& peer, const nlohmann::json& params, std::shared_ptr<Responder> responder)>;
 
+class AuditLog;
+
 class MethodTable {
  public:
+  // Requests that change something, and refusals of any, are recorded there (may be null).
+  void setAuditLog(AuditLog* log) { audit_ = log; }
   void add(const std::string& method, Handler handler);
   void addStream(const std::string& method, StreamHandler handler);
   bool has(const std::string& method) const { return methods_.count(method) != 0; }
@@ -61,6 +65,7 @@ class MethodTable {
 
  private:
   std::map<std::string, StreamHandler> methods_;
+  AuditLog* audit_ = nullptr;
 };
 
 }  // namespace akad

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <regex>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/pipeline/pipeline_daemon.h"
@@ -139,6 +141,118 @@ TEST_F(TenantTest, ATenantCanReadAndTouchOnlyItsOwnWork) {
   // User c is not in the socket's group: it cannot even connect.
   auto outsider = as("c", {"ping"});
   EXPECT_EQ(outsider.exitCode, 3) << outsider.out << outsider.err;
+
+  // The audit log has a's submission and every one of b's refusals, with their uids.
+  const uid_t uidA = ::getpwnam(users_.name("a").c_str())->pw_uid, uidB = ::getpwnam(users_.name("b").c_str())->pw_uid;
+  int submittedByA = 0, deniedToB = 0;
+  std::istringstream audit(readFile(daemon_->paths().stateDir / "audit.log"));
+  for (std::string line; std::getline(audit, line);) {
+    json e = json::parse(line, nullptr, false);
+    ASSERT_FALSE(e.is_discarded()) << line;
+    if (e.at("uid") == uidA && e.at("method") == "run.submit" && e.at("outcome") == "ok") ++submittedByA;
+    if (e.at("uid") == uidB && e.at("outcome") == "denied") ++deniedToB;
+  }
+  EXPECT_EQ(submittedByA, 1);
+  EXPECT_GE(deniedToB, 11) << "b's refused requests are not all in the audit log";
+}
+
+// The held-out configurations of cpu/reduction as the daemon's copy of the task names them:
+// name and the shape's numbers (those of five digits or more: shorter ones turn up by chance in
+// timings and hashes).
+// Whether `needle` stands in `text` as a word of its own (a number not inside a longer one or a
+// hash, a name not inside a longer name).
+bool containsWord(const std::string& text, const std::string& needle) {
+  auto inWord = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_'; };
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    if ((at == 0 || !inWord(text[at - 1])) && (at + needle.size() == text.size() || !inWord(text[at + needle.size()])))
+      return true;
+  return false;
+}
+
+struct HeldOut {
+  std::string name;
+  std::vector<std::string> numbers;
+};
+std::vector<HeldOut> heldOutOf(const fs::path& taskYaml) {
+  std::vector<HeldOut> out;
+  const std::string text = readFile(taskYaml);
+  const std::regex entry(R"(\{name: (h-[^,]+), rows: ([0-9]+), cols: ([0-9]+)\})");
+  for (std::sregex_iterator it(text.begin(), text.end(), entry), end; it != end; ++it) {
+    HeldOut h{(*it)[1], {}};
+    for (int g : {2, 3})
+      if ((*it)[g].length() >= 5) h.numbers.push_back((*it)[g]);
+    out.push_back(h);
+  }
+  return out;
+}
+
+// A tenant reads everything it may of its own attempt (results, status, report, every log,
+// the run's events, the snapshot's manifest) and finds no held-out configuration's name, shape
+// or seed; an admin's reads show them; both reports give the same held-out figures.
+TEST_F(TenantTest, HeldOutConfigurationsReachATenantOnlyAsOpaqueIds) {
+  const auto heldOut = heldOutOf(daemon_->paths().tasksDir / "cpu" / "reduction" / "task.yaml");
+  ASSERT_GE(heldOut.size(), 3u) << "the task's held-out configurations could not be read";
+  const std::string run = asJson("a", {"submit", "cpu/reduction", "--agent", "noop"}).at("run").at("id");
+  auto watched = as("a", {"watch", run, "--json"}, 600s);
+  ASSERT_EQ(watched.exitCode, 0);
+
+  // The admin's view: names and held-out seeds are there.
+  json full = daemon_->ctlJson({"status", run}).at("attempts").at(0);
+  ASSERT_EQ(full.at("state"), "scored") << full.dump();
+  const std::string id = std::to_string(full.at("id").get<long>());
+  const std::string sha = full.at("result").at("snapshot");
+  const std::string adminText = full.dump() + daemon_->ctl({"logs", id}).out;
+  // Names are looked for anywhere (a case is "name.s0"), numbers and seeds as words.
+  std::vector<std::string> names, numbers;
+  for (const HeldOut& h : heldOut) {
+    EXPECT_NE(adminText.find(h.name), std::string::npos) << "an admin should see " << h.name;
+    names.push_back(h.name);
+    numbers.insert(numbers.end(), h.numbers.begin(), h.numbers.end());
+  }
+  int heldOutSeeds = 0;
+  for (const auto& [key, seed] : full.at("result").at("seeds").items())
+    for (const HeldOut& h : heldOut)
+      if (key.rfind(h.name, 0) == 0) {
+        numbers.push_back(seed.is_string() ? seed.get<std::string>() : seed.dump());
+        ++heldOutSeeds;
+      }
+  EXPECT_GT(heldOutSeeds, 0) << "the admin's result shows no held-out seeds";
+
+  // Everything the tenant may read of it.
+  const std::string exported = "/tmp/" + users_.name("a") + "-" + std::to_string(::getpid()) + ".tar.zst";
+  std::vector<std::vector<std::string>> reads = {
+      {"--json", "status", run}, {"--json", "results", run}, {"results", run}, {"--json", "report", run},
+      {"report", run}, {"--json", "watch", run}, {"--json", "snapshot", "show", sha}, {"--json", "snapshot", "list"}};
+  for (const char* stage : {"all", "agent", "compile", "generate", "correctness", "performance", "held_out"}) {
+    reads.push_back({"--json", "logs", id, "--stage", stage});
+    reads.push_back({"logs", id, "--stage", stage});
+  }
+  reads.push_back({"snapshot", "export", sha, "-o", exported});
+  std::string seen;
+  for (const auto& args : reads) {
+    auto r = as("a", args);
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    EXPECT_EQ(r.exitCode, 0) << line << ": " << r.err;
+    const std::string text = r.out + r.err;
+    for (const std::string& s : names) EXPECT_EQ(text.find(s), std::string::npos) << "'" << s << "' in what the tenant read with: " << line;
+    for (const std::string& s : numbers) EXPECT_FALSE(containsWord(text, s)) << "'" << s << "' in what the tenant read with: " << line;
+    seen += r.out;
+  }
+  const std::string manifest = readFile(fs::path(exported).replace_extension("").replace_extension(".json"));
+  EXPECT_FALSE(manifest.empty()) << "the export wrote no manifest";
+  for (const std::string& s : names) EXPECT_EQ(manifest.find(s), std::string::npos) << "'" << s << "' in the exported manifest";
+  for (const std::string& s : numbers) EXPECT_FALSE(containsWord(manifest, s)) << "'" << s << "' in the exported manifest";
+  fs::remove(exported);
+  fs::remove(fs::path(exported).replace_extension("").replace_extension(".json"));
+  EXPECT_NE(seen.find("held_out#1"), std::string::npos) << "the tenant's view names no held-out configuration by id";
+
+  // The same held-out figures in both reports.
+  json mine = asJson("a", {"report", run}).at("report");
+  json admins = daemon_->ctlJson({"report", run}).at("report");
+  for (const auto& [key, value] : admins.items())
+    if (key.find("held_out") != std::string::npos || key.find("retention") != std::string::npos)
+      EXPECT_EQ(mine.value(key, json()), value) << key;
 }
 
 }  // namespace
