@@ -747,18 +747,27 @@ Result<std::optional<AttemptRecord>> Store::attemptWithSnapshot(const std::strin
   return std::optional<AttemptRecord>(found->front());
 }
 
+namespace {
+
+// The first column of every row the statement gives.
+Result<std::set<std::string>> firstColumn(sqlite::Statement& st) {
+  std::set<std::string> out;
+  for (;;) {
+    auto row = st.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.insert(st.text(0));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::set<std::string>> Store::referencedSnapshots() {
   std::lock_guard lock(mutex_);
   auto st = db_.prepare("SELECT DISTINCT snapshot_sha256 FROM attempts WHERE snapshot_sha256 IS NOT NULL");
   if (!st) return st.error();
-  std::set<std::string> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.insert(st->text(0));
-  }
-  return out;
+  return firstColumn(*st);
 }
 
 Result<std::set<std::string>> Store::snapshotsOf(std::int64_t uid) {
@@ -768,14 +777,7 @@ Result<std::set<std::string>> Store::snapshotsOf(std::int64_t uid) {
       "WHERE a.snapshot_sha256 IS NOT NULL AND r.submitter_uid = ?");
   if (!st) return st.error();
   st->bind(1, uid);
-  std::set<std::string> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.insert(st->text(0));
-  }
-  return out;
+  return firstColumn(*st);
 }
 
 }  // namespace akad
