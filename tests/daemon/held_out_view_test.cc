@@ -49,6 +49,7 @@ json scoredResult() {
           {"speedup", 1.5},
           {"configs", {{{"name", "h-3001x1331"}, {"speedup", 1.5}, {"baseline", {{"median_ns", 3001}}}}}}}}}},
       {"held_out_correct", false},
+      {"stage_wall_s", {{"performance", 3.0}, {"held_out_performance", 9.5}, {"held_out_correctness", 1.25}}},
       {"speedup", 2.0}};
 }
 
@@ -67,6 +68,7 @@ TEST_F(HeldOutViewTest, NamesBecomeIdsByTheirPlaceInTheTask) {
   EXPECT_EQ(r.at("gates").at("held_out_performance"),
             (json{{"pass", true}, {"speedup", 1.5}, {"configs", {{{"name", "held_out#2"}, {"speedup", 1.5}}}}}));
   EXPECT_EQ(r.at("failure"), "a held-out configuration failed: wrong output");
+  EXPECT_EQ(r.at("stage_wall_s"), (json{{"performance", 3.0}}));
   // The visible side and the figures are as they were.
   EXPECT_EQ(r.at("gates").at("correctness"), scoredResult().at("gates").at("correctness"));
   EXPECT_EQ(r.at("speedup"), 2.0);
