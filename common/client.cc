@@ -39,6 +39,16 @@ Result<Client> Client::connect(const std::filesystem::path& socketPath) {
     Client probe(UniqueFd(), socketPath);
     return probe.broken("cannot connect to", errno);
   }
+  // Whoever listens on the path gets the requests, credentials included: only root's daemon
+  // (or one the caller runs itself) may. Another user could have bound the path first.
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0)
+    return Error{errnoError("cannot tell who serves " + p).message, protocol::kUnreachable};
+  if (peer.uid != 0 && peer.uid != ::geteuid())
+    return Error{"refusing to talk to " + p + ": it is served by uid " + std::to_string(peer.uid) +
+                     " (pid " + std::to_string(peer.pid) + "), neither root nor you, so it is not an akad to trust",
+                 protocol::kUnreachable};
   return Client(std::move(fd), socketPath);
 }
 

@@ -1,8 +1,19 @@
 // akactl's contract: exit codes 0/1/2/3, --json on every subcommand, socket selection.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "common/protocol.h"
 #include "tests/daemon/harness.h"
@@ -31,6 +42,53 @@ class AkactlTest : public ::testing::Test {
   DaemonProcess::Paths paths_;
   std::unique_ptr<DaemonProcess> daemon_;
 };
+
+// Another local user binds the socket path first (a stale /run path, a typo'd --socket): akactl
+// must not hand that process its request, and above all not the credentials in a submit.
+TEST(Akactl, ASocketServedByAnotherUserIsRefusedBeforeAnythingIsSent) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to serve the socket as another user";
+  TempDir dir;
+  const fs::path open = dir / "open";
+  fs::create_directories(open);
+  ::chmod(dir.path().c_str(), 0711);
+  ::chmod(open.c_str(), 0777);
+  const fs::path sock = open / "akad.sock", got = open / "received";
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {  // the impostor: uid 65534, records whatever a client sends
+    ::close(ready[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(2);
+    int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(s, 4) != 0) ::_exit(3);
+    (void)!::write(ready[1], "r", 1);
+    int c = ::accept(s, nullptr, nullptr);
+    int out = ::open(got.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char buf[4096];
+    for (ssize_t n; c >= 0 && (n = ::read(c, buf, sizeof buf)) > 0;) (void)!::write(out, buf, static_cast<size_t>(n));
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the impostor did not start";
+  ::close(ready[0]);
+  auto r = runCommand({akactlBinary().string(), "--socket", sock.string(), "submit", "cpu", "--pass-env", "AKAD_TEST_KEY"},
+                      {"AKAD_TEST_KEY=sk-do-not-leak"}, std::chrono::seconds(10));
+  EXPECT_EQ(r.exitCode, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("refusing to talk to"), std::string::npos) << r.err;
+  // The impostor saw a connection and nothing on it.
+  for (int i = 0; i < 100 && !fs::exists(got); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(fs::exists(got) ? fs::file_size(got) == 0 : true);
+  std::ifstream in(got);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str().find("sk-do-not-leak"), std::string::npos);
+}
 
 TEST(Akactl, UnreachableDaemonExits3AndSaysWhereAndHow) {
   TempDir dir;
