@@ -269,8 +269,11 @@ int main(int argc, char** argv) {
     log::error(audit.error().message);
     return 1;
   }
+  // Handlers that touch files run here, off the I/O thread (daemon/methods.h).
+  WorkPool pool(2);
   MethodTable methods;
   methods.setAuditLog(audit->get());
+  methods.setWorkPool(&pool);
   registerDaemonMethods(methods, context);
   registerRunMethods(methods, context);
   registerPipelineMethods(methods, context);

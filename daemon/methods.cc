@@ -46,6 +46,61 @@ void MethodTable::add(const std::string& method, Handler handler) {
   };
 }
 
+WorkPool::WorkPool(int threads) {
+  for (int i = 0; i < threads; ++i)
+    threads_.emplace_back([this] {
+      for (;;) {
+        std::function<void()> job;
+        {
+          std::unique_lock lock(mutex_);
+          wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+          if (stopping_) return;
+          job = std::move(jobs_.front());
+          jobs_.pop_front();
+        }
+        job();
+      }
+    });
+}
+
+bool WorkPool::post(std::function<void()> job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return false;
+    jobs_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void WorkPool::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+    jobs_.clear();
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void MethodTable::addOffloaded(const std::string& method, Handler handler) {
+  methods_[method] = [this, method, h = std::move(handler)](const Peer& peer, const nlohmann::json& params,
+                                                            std::shared_ptr<Responder> responder) {
+    auto run = [method, h, peer, params, responder] {
+      try {
+        responder->finish(h(peer, params));
+      } catch (const std::exception& e) {
+        log::error("method ", method, " threw: ", e.what());
+        responder->finish(Error{"internal error in " + method + ": " + e.what(), protocol::kInternalError});
+      }
+    };
+    if (pool_ == nullptr) return run();
+    if (!pool_->post(run)) responder->finish(Error{"akad is shutting down", protocol::kShuttingDown});
+  };
+}
+
 void MethodTable::addStream(const std::string& method, StreamHandler handler) {
   methods_[method] = std::move(handler);
 }

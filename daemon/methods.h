@@ -5,10 +5,14 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -50,8 +54,33 @@ using StreamHandler =
 
 class AuditLog;
 
+// A few threads for handlers that read files, hash task trees or import them: they run there,
+// not on the server's one I/O thread, so a client that sends many of them delays nobody's
+// ping. Jobs start in the order they came; stop() drops those not started (the server's
+// drain answers their requests) and joins.
+class WorkPool {
+ public:
+  explicit WorkPool(int threads);
+  ~WorkPool() { stop(); }
+  WorkPool(const WorkPool&) = delete;
+  WorkPool& operator=(const WorkPool&) = delete;
+  // False once stopping: the job was not taken.
+  bool post(std::function<void()> job);
+  void stop();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
 class MethodTable {
  public:
+  // Handlers added with addOffloaded run on this pool (inline when none is set).
+  void setWorkPool(WorkPool* pool) { pool_ = pool; }
+  void addOffloaded(const std::string& method, Handler handler);
   // Requests that change something, and refusals of any, are recorded there (may be null).
   void setAuditLog(AuditLog* log) { audit_ = log; }
   void add(const std::string& method, Handler handler);
@@ -66,6 +95,7 @@ class MethodTable {
  private:
   std::map<std::string, StreamHandler> methods_;
   AuditLog* audit_ = nullptr;
+  WorkPool* pool_ = nullptr;
 };
 
 }  // namespace akad

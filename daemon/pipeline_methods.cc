@@ -276,7 +276,7 @@ void stopPipelineJobs() {
 }
 
 void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
-  table.add("run.report", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("run.report", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"id"}); !s) return s.error();
     auto id = proto::requireString(params, "id");
     if (!id) return id.error();
@@ -296,7 +296,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"run", run->toJson()}, {"report", report}, {"csv", csv}};
   });
 
-  table.add("attempt.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("attempt.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"id"}); !s) return s.error();
     auto id = proto::optionalInt(params, "id", -1, 1, INT64_MAX);
     if (!id) return id.error();
@@ -307,7 +307,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"attempt", HeldOutView::forAttempts(ctx.stateDir, {*a}).attempt(a->toJson())}};
   });
 
-  table.add("attempt.logs", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("attempt.logs", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"id", "stage"}); !s) return s.error();
     auto id = proto::optionalInt(params, "id", -1, 1, INT64_MAX);
     if (!id) return id.error();
@@ -351,7 +351,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"attempt", *id}, {"stage", which}, {"logs", logs}};
   });
 
-  table.add("run.reproduce", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("run.reproduce", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"snapshot"}); !s) return s.error();
     auto sha = readSha(params);
     if (!sha) return sha.error();
@@ -395,7 +395,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return out;
   });
 
-  table.add("tasks.list", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.addOffloaded("tasks.list", [&ctx](const Peer&, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     auto scan = scanTasks(ctx.tasks.root());
     json tasks = json::array();
@@ -411,7 +411,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     validateTasks(ctx, params, std::move(r));
   });
 
-  table.add("agents.list", [&ctx](const Peer&, const json& params) -> Result<json> {
+  table.addOffloaded("agents.list", [&ctx](const Peer&, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     json agents = json::array();
     for (const auto& a : listAgents(ctx.agentsDir))
@@ -425,7 +425,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"gpus", ctx.gpus ? ctx.gpus->describe() : json::array()}};
   });
 
-  table.add("snapshot.list", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("snapshot.list", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     if (ctx.snapshots == nullptr) return noExecutor();
     json all = ctx.snapshots->listJson();  // {"snapshots": [...]}
@@ -438,7 +438,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"snapshots", shown}};
   });
 
-  table.add("snapshot.show", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("snapshot.show", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {"snapshot"}); !s) return s.error();
     auto sha = readSha(params);
     if (!sha) return sha.error();
@@ -453,7 +453,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     exportSnapshot(ctx, peer, params, std::move(r));
   });
 
-  table.add("snapshot.gc", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("snapshot.gc", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     if (auto s = ctx.tenants.mustBeAdmin(peer, "collect garbage in the snapshot store"); !s) return s.error();
     if (ctx.snapshots == nullptr) return noExecutor();

@@ -229,7 +229,7 @@ void watchRun(DaemonContext& ctx, const Peer& peer, const json& params, std::sha
 }  // namespace
 
 void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
-  table.add("run.submit", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("run.submit", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     auto in = readSubmit(params, ctx);
     if (!in) return in.error();
     in->submitterUid = peer.uid;
@@ -275,7 +275,7 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     return json{{"runs", out}};
   });
 
-  table.add("run.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+  table.addOffloaded("run.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     auto id = readRunId(params, {"id"});
     if (!id) return id.error();
     auto run = ctx.store.getRun(*id);

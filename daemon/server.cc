@@ -28,6 +28,10 @@ using nlohmann::json;
 namespace {
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr std::size_t kKeepBufferBytes = 64 * 1024;
+// Requests one connection may have open at once; past it the server reads no more of its lines
+// until one is answered, so a client that pipelines thousands gets no bigger share of the work
+// pool than this.
+constexpr std::size_t kMaxOpenRequests = 32;
 
 Status makeSocketAddress(const std::filesystem::path& path, sockaddr_un& addr) {
   addr = {};
@@ -60,6 +64,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   class Reply;
   void waitReadable();
   void onReadable(const boost::system::error_code& ec);
+  void processInbox();
   void handleLine(std::string_view line);
   void writeQueued();
   void closeIfDrained();
@@ -75,6 +80,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;
   bool draining_ = false;
   bool closeAfterFlush_ = false;
+  bool paused_ = false;  // kMaxOpenRequests open: lines wait in inbox_, the socket is not read
   std::atomic<bool> closed_{false};
   std::uint64_t nextKey_ = 1;
   std::map<std::uint64_t, std::shared_ptr<Reply>> open_;
@@ -180,8 +186,16 @@ void Connection::onReadable(const boost::system::error_code& ec) {
     return;
   }
   inbox_.append(scratch.data(), n);
+  processInbox();
+}
+
+void Connection::processInbox() {
   std::size_t start = 0;
   for (;;) {
+    if (open_.size() >= kMaxOpenRequests) {
+      paused_ = true;
+      break;
+    }
     std::size_t nl = inbox_.find('\n', std::max(scanned_, start));
     if (nl == std::string::npos) break;
     std::string_view line(inbox_.data() + start, nl - start);
@@ -199,6 +213,10 @@ void Connection::onReadable(const boost::system::error_code& ec) {
     if (closed_) return;
   }
   inbox_.erase(0, start);
+  if (paused_) {
+    scanned_ = 0;  // whole lines may wait behind the pause
+    return;         // resumed by requestFinished
+  }
   scanned_ = inbox_.size();
   if (!closeAfterFlush_ && inbox_.size() > server_.options_.maxLineBytes) {
     log::warn("client pid ", peer_.pid, " uid ", peer_.uid, " sent a line over ",
@@ -285,6 +303,10 @@ void Connection::requestFinished(std::uint64_t key) {
   auto reply = it->second;
   open_.erase(it);
   reply->release();
+  if (paused_ && !closed_ && !draining_ && open_.size() < kMaxOpenRequests) {
+    paused_ = false;
+    processInbox();
+  }
   closeIfDrained();
 }
 

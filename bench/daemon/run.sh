@@ -2,6 +2,9 @@
 # Measures akad's request path: starts akad on a temporary socket and state dir, runs
 # akad_bench_ping (latency over 1000 sequential pings, requests/s from 50 concurrent clients),
 # then times `akactl ping` as a user sees it (process start included), and stops the daemon.
+# Last, a second akad on this clone's tasks (no executor, so submitted runs stay queued): ping
+# latency on a quiet connection while two connections flood it with pipelined tasks.list and
+# run.submit requests (each of which scans or imports task trees).
 #
 #   bench/daemon/run.sh [build-dir]      (default: build)
 set -euo pipefail
@@ -43,3 +46,16 @@ print(f"  median {statistics.median(times):.2f} ms, p99 {times[int(0.99 * len(ti
       f"min {times[0]:.2f} ms")
 PY
 echo "== akad VmRSS after the benchmark: $(awk '/VmRSS/ {print $2, $3}' /proc/$pid/status)"
+
+"$build/daemon/akad" --socket "$tmp/flood.sock" --state-dir "$tmp/flood-state" --tasks-dir tasks --workers 0 \
+  --gpus none --log-level warn 2>"$tmp/flood.log" &
+flood_pid=$!
+cleanup() {
+  kill -TERM "$pid" "$flood_pid" 2>/dev/null; wait "$pid" "$flood_pid" 2>/dev/null || true; rm -rf "$tmp"
+}
+for _ in $(seq 200); do
+  "$build/cli/akactl" --socket "$tmp/flood.sock" ping >/dev/null 2>&1 && break
+  sleep 0.05
+done
+echo "== ping under a flood of tasks.list and run.submit (2 flooding connections, $(ls -d tasks/*/*/ | wc -l) task folders)"
+"$build/bench/daemon/akad_bench_ping" --socket "$tmp/flood.sock" --flood 2 --sequential 20000

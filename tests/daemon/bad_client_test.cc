@@ -7,7 +7,9 @@
 #include <sys/un.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "common/protocol.h"
@@ -298,6 +300,48 @@ TEST_F(BadClientTest, ThousandConcurrentConnectionsAreAllServed) {
   }
   EXPECT_EQ(answered, 1000);
   clients.clear();
+  expectServing();
+}
+
+// One client pipelines 2000 requests that read the task tree (tasks.list, on the work pool, at
+// most 32 of them open at once): every one is answered, in full, and meanwhile another
+// client's pings are answered at once and its own tasks.list waits for no more than the
+// flood's share of the pool.
+TEST_F(BadClientTest, APipelinedFloodIsAllAnsweredAndDelaysNoOneElse) {
+  RawClient flood(paths_.socket);
+  ASSERT_TRUE(flood.connected());
+  std::string lines;
+  for (int i = 0; i < 2000; ++i) lines += R"({"id":)" + std::to_string(i) + R"(,"method":"tasks.list"})" "\n";
+  std::thread writer([&] { flood.send(lines); });
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() { t.join(); }
+  } joiner{writer};
+  std::this_thread::sleep_for(200ms);
+  RawClient quiet(paths_.socket);
+  ASSERT_TRUE(quiet.connected());
+  std::vector<double> ms;
+  for (int i = 0; i < 200; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    json r = quiet.call(R"({"id":"p","method":"daemon.ping"})");
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ASSERT_EQ(r.at("result").at("pong"), true) << r.dump();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  json listed = quiet.call(R"({"id":"l","method":"tasks.list"})");
+  const double listMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(listed.at("result").contains("tasks")) << listed.dump();
+  std::sort(ms.begin(), ms.end());
+  EXPECT_LT(ms[ms.size() / 2], 20.0) << "median ping under the flood";
+  EXPECT_LT(listMs, 2000.0) << "the quiet client's tasks.list waited behind the flood";
+  std::set<long> ids;
+  for (int i = 0; i < 2000; ++i) {
+    auto r = flood.readLine(30s);
+    ASSERT_TRUE(r) << "the flood's answer " << i << " never came";
+    ASSERT_TRUE(r->contains("result")) << r->dump();
+    ids.insert(r->at("id").get<long>());
+  }
+  EXPECT_EQ(ids.size(), 2000u);
   expectServing();
 }
 
