@@ -27,6 +27,5 @@ std::filesystem::path defaultStateDir() {
   return std::filesystem::path(state) / "akad";
 }
 
-std::filesystem::path dataRoot() { return envOr("AKAD_DATA_DIR", kSourceRoot); }
 
 }  // namespace akad

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "akad/version.h"
+#include "common/data_root.h"
 #include "common/unique_fd.h"
 #include "sandbox/cache_dir.h"
 #include "sandbox/files.h"
@@ -287,9 +288,7 @@ void writeCache(const std::string& dir, const std::string& key, const std::strin
 
 Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& nameOrPath) {
   if (nameOrPath == "none") return std::unique_ptr<SeccompPolicy>();
-  // Same rule as akad::dataRoot() (common/paths.h), which lives in a library akabox avoids.
-  const char* dataDir = std::getenv("AKAD_DATA_DIR");
-  std::string root = (dataDir && *dataDir) ? dataDir : kSourceRoot;
+  const std::string root = akad::dataRoot().string();
   std::string path = nameOrPath == "default" ? root + "/policies/default.json" : nameOrPath;
   auto read = readWholeFile(path, kMaxPolicyBytes, "seccomp policy");
   if (!read) return read.error();

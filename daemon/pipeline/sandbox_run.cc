@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "akad/version.h"
+#include "common/data_root.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
 
@@ -61,7 +62,7 @@ namespace {
 // akabox's whole environment: it gets nothing else from the daemon.
 std::vector<std::string> akaboxEnvironment() {
   std::vector<std::string> env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                  std::string("AKAD_DATA_DIR=") + (std::getenv("AKAD_DATA_DIR") ? std::getenv("AKAD_DATA_DIR") : kSourceRoot)};
+                                  "AKAD_DATA_DIR=" + dataRoot().string()};
   if (!g_mountTemplateDir.empty()) env.push_back("AKABOX_TEMPLATE_DIR=" + g_mountTemplateDir);
   return env;
 }
