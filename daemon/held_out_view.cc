@@ -157,14 +157,15 @@ json HeldOutView::result(const json& in) const {
 }
 
 json HeldOutView::attempt(const json& a) const {
+  if (everything_) return a;
   json out = a;
   if (out.contains("result")) out["result"] = result(out["result"]);
   return names(out);
 }
 
-json HeldOutView::names(const json& j) const { return replaceAll(j, names_); }
+json HeldOutView::names(const json& j) const { return everything_ ? j : replaceAll(j, names_); }
 
-std::string HeldOutView::text(std::string s) const { return replaceNames(std::move(s), names_); }
+std::string HeldOutView::text(std::string s) const { return everything_ ? s : replaceNames(std::move(s), names_); }
 
 std::string HeldOutView::logSummary(const json& r) {
   std::string out;

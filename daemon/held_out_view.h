@@ -24,6 +24,14 @@ class HeldOutView {
   // version the daemon no longer has adds no names; what it cannot map it cannot hide, so
   // such an attempt's held-out gates are still summarised.
   static HeldOutView forAttempts(const std::filesystem::path& stateDir, const std::vector<AttemptRecord>& attempts);
+  // What `admin` or not sees: for an admin a view that passes everything through unchanged.
+  static HeldOutView forCaller(bool admin, const std::filesystem::path& stateDir,
+                               const std::vector<AttemptRecord>& attempts) {
+    if (!admin) return forAttempts(stateDir, attempts);
+    HeldOutView all;
+    all.everything_ = true;
+    return all;
+  }
 
   // An attempt's JSON (AttemptRecord::toJson) as a non-admin sees it.
   nlohmann::json attempt(const nlohmann::json& attempt) const;
@@ -36,6 +44,7 @@ class HeldOutView {
   static std::string failureClass(const std::string& reason);
 
  private:
+  bool everything_ = false;  // an admin's view: nothing hidden
   std::vector<std::pair<std::string, std::string>> names_;  // name -> id, longest name first
   nlohmann::json result(const nlohmann::json& result) const;
 };

@@ -287,13 +287,8 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     if (!attempts) return attempts.error();
     auto outcomes = outcomesOf(*attempts);
     json report = runReport(outcomes);
-    std::string csv = runReportCsv(outcomes);
-    if (!ctx.tenants.isAdmin(peer)) {
-      const HeldOutView view = HeldOutView::forAttempts(ctx.stateDir, *attempts);
-      report = view.names(report);
-      csv = view.text(csv);
-    }
-    return json{{"run", run->toJson()}, {"report", report}, {"csv", csv}};
+    const HeldOutView view = HeldOutView::forCaller(ctx.tenants.isAdmin(peer), ctx.stateDir, *attempts);
+    return json{{"run", run->toJson()}, {"report", view.names(report)}, {"csv", view.text(runReportCsv(outcomes))}};
   });
 
   table.addOffloaded("attempt.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
@@ -303,8 +298,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     if (*id < 0) return invalid("missing parameter \"id\" (an attempt number)");
     auto a = attemptFor(ctx, peer, *id);
     if (!a) return a.error();
-    if (ctx.tenants.isAdmin(peer)) return json{{"attempt", a->toJson()}};
-    return json{{"attempt", HeldOutView::forAttempts(ctx.stateDir, {*a}).attempt(a->toJson())}};
+    return json{{"attempt", HeldOutView::forCaller(ctx.tenants.isAdmin(peer), ctx.stateDir, {*a}).attempt(a->toJson())}};
   });
 
   table.addOffloaded("attempt.logs", [&ctx](const Peer& peer, const json& params) -> Result<json> {
@@ -328,7 +322,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     // A tenant who is not an admin gets the held-out gates (and the reference's generation of
     // their inputs) as a summary by opaque id, never their raw logs.
     const bool admin = ctx.tenants.isAdmin(peer);
-    const HeldOutView view = admin ? HeldOutView() : HeldOutView::forAttempts(ctx.stateDir, {*a});
+    const HeldOutView view = HeldOutView::forCaller(admin, ctx.stateDir, {*a});
     auto heldOutLog = [](const fs::path& f) {
       const std::string name = f.filename().string();
       return name.rfind("held_out", 0) == 0 || name.rfind("reference-generate", 0) == 0;
@@ -344,9 +338,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
         summarised = true;
         continue;
       }
-      std::string text = tailOfFile(f, kMaxLogBytes);
-      logs.push_back({{"file", admin ? fs::relative(f, dir).string() : view.text(fs::relative(f, dir).string())},
-                      {"text", admin ? text : view.text(text)}});
+      logs.push_back({{"file", view.text(fs::relative(f, dir).string())}, {"text", view.text(tailOfFile(f, kMaxLogBytes))}});
     }
     return json{{"attempt", *id}, {"stage", which}, {"logs", logs}};
   });
@@ -390,8 +382,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     ctx.scheduler->wake();
     json out = {{"run", change->run.toJson()}};
     if (*original)
-      out["original"] = ctx.tenants.isAdmin(peer) ? (*original)->toJson()
-                                                  : HeldOutView::forAttempts(ctx.stateDir, {**original}).attempt((*original)->toJson());
+      out["original"] = HeldOutView::forCaller(ctx.tenants.isAdmin(peer), ctx.stateDir, {**original}).attempt((*original)->toJson());
     return out;
   });
 

@@ -180,14 +180,14 @@ void watchRun(DaemonContext& ctx, const Peer& peer, const json& params, std::sha
     if (!latest) return r.finish(latest.error());
     r.finish(json{{"run", latest->toJson()}});
   };
-  // Subscribe before reading the table, so nothing published in between is missed.
   // A tenant who is not an admin sees held-out configurations by opaque id only.
-  std::shared_ptr<const HeldOutView> view;
-  if (!ctx.tenants.isAdmin(peer)) {
-    auto attempts = store.attemptsOf(id);
-    view = std::make_shared<HeldOutView>(HeldOutView::forAttempts(ctx.stateDir, attempts ? *attempts : std::vector<AttemptRecord>{}));
-  }
-  auto shown = [view](const EventRecord& ev) { return view ? view->names(ev.toJson()) : ev.toJson(); };
+  const bool admin = ctx.tenants.isAdmin(peer);
+  std::vector<AttemptRecord> attempts;
+  if (!admin)
+    if (auto listed = store.attemptsOf(id)) attempts = std::move(*listed);
+  auto view = std::make_shared<const HeldOutView>(HeldOutView::forCaller(admin, ctx.stateDir, attempts));
+  auto shown = [view](const EventRecord& ev) { return view->names(ev.toJson()); };
+  // Subscribe before reading the table, so nothing published in between is missed.
   auto subscription = ctx.events.subscribe(id, [weak, state, finishWithRun, shown](const EventRecord& ev) {
     auto r = weak.lock();
     if (!r || r->done()) return;
@@ -283,10 +283,9 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "run " + *id); !s) return s.error();
     auto attempts = ctx.store.attemptsOf(*id);
     if (!attempts) return attempts.error();
-    const bool admin = ctx.tenants.isAdmin(peer);
-    const HeldOutView view = admin ? HeldOutView() : HeldOutView::forAttempts(ctx.stateDir, *attempts);
+    const HeldOutView view = HeldOutView::forCaller(ctx.tenants.isAdmin(peer), ctx.stateDir, *attempts);
     json list = json::array();
-    for (const AttemptRecord& a : *attempts) list.push_back(admin ? a.toJson() : view.attempt(a.toJson()));
+    for (const AttemptRecord& a : *attempts) list.push_back(view.attempt(a.toJson()));
     return json{{"run", run->toJson()}, {"attempts", list}};
   });
 
