@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <vector>
 
 #include "cli/options.h"
@@ -99,6 +100,56 @@ int runPing(int count) {
   return kExitOk;
 }
 
+// "3 of 1000", or "3 (no limit)"; a limit of 0 is none.
+std::string ofLimit(const std::string& used, const json& limit) {
+  const double l = limit.is_number() ? limit.get<double>() : 0;
+  if (l <= 0) return used + " (no limit)";
+  std::ostringstream out;
+  out << used << " of " << l;
+  return out.str();
+}
+
+std::string limitOnly(const json& limit, const std::string& unit) {
+  const double l = limit.is_number() ? limit.get<double>() : 0;
+  if (l <= 0) return "no limit";
+  std::ostringstream out;
+  out << l << unit;
+  return out.str();
+}
+
+std::string hours(double h) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", h);
+  return buf;
+}
+
+int runQuota(std::int64_t uid) {
+  int exitCode = kExitOk;
+  json params = json::object();
+  if (uid >= 0) params["uid"] = uid;
+  auto q = callDaemon("tenant.quota", params, exitCode);
+  if (!q) return exitCode;
+  if (cliOptions().json) {
+    printJson(*q);
+    return kExitOk;
+  }
+  const json& l = q->at("limits");
+  const json& u = q->at("usage");
+  std::cout << "uid " << q->value("uid", -1) << (q->value("admin", false) ? " (admin: no limits)" : "") << "\n"
+            << "  queued or running attempts  "
+            << ofLimit(std::to_string(u.value("open_attempts", 0)), l["max_queued_attempts"]) << "\n"
+            << "  running attempts            "
+            << ofLimit(std::to_string(u.value("running_attempts", 0)), l["max_concurrent_attempts"]) << "\n"
+            << "  GPU hours, last 24 h        " << ofLimit(hours(u.value("gpu_hours_24h", 0.0)), l["gpu_hours_per_day"])
+            << "\n"
+            << "  attempt hours, last 24 h    " << hours(u.value("attempt_hours_24h", 0.0)) << "\n"
+            << "  connections                 "
+            << ofLimit(std::to_string(u.value("connections", 0)), l["max_connections"]) << "\n"
+            << "  requests per second         " << limitOnly(l["requests_per_second"], "") << "\n"
+            << "  agent time ceiling          " << limitOnly(l["max_agent_time_s"], " s") << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 void addDaemonCommands(CLI::App& app, int& exitCode) {
@@ -109,6 +160,11 @@ void addDaemonCommands(CLI::App& app, int& exitCode) {
   auto count = std::make_shared<int>(1);
   ping->add_option("-c,--count", *count, "Pings to send over one connection")->check(CLI::Range(1, 10000000));
   ping->callback([&exitCode, count] { exitCode = runPing(*count); });
+
+  auto* quota = app.add_subcommand("quota", "Your limits on this daemon and how much of them you use");
+  auto uid = std::make_shared<std::int64_t>(-1);
+  quota->add_option("--uid", *uid, "Another user's (admins only)")->check(CLI::Range(0LL, 4294967294LL));
+  quota->callback([&exitCode, uid] { exitCode = runQuota(*uid); });
 }
 
 }  // namespace akad::cli

@@ -50,6 +50,8 @@ std::string_view errorName(int code) {
     case kShuttingDown: return "shutting down";
     case kRequestTooLarge: return "request too large";
     case kOverloaded: return "overloaded";
+    case kRateLimited: return "rate limited";
+    case kQuotaExceeded: return "quota exceeded";
     case kUnreachable: return "daemon unreachable";
   }
   return "error";

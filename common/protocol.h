@@ -34,7 +34,9 @@ inline constexpr int kConflict = -32002;        // the object is in the wrong st
 inline constexpr int kPermissionDenied = -32003;
 inline constexpr int kShuttingDown = -32004;    // the daemon is stopping; retry against its successor
 inline constexpr int kRequestTooLarge = -32005;
-inline constexpr int kOverloaded = -32006;      // too many connections
+inline constexpr int kOverloaded = -32006;      // too many connections (the daemon's, or the caller's own limit)
+inline constexpr int kRateLimited = -32007;     // the caller sent more requests per second than its limit
+inline constexpr int kQuotaExceeded = -32008;   // the request would take the caller past one of its limits
 // Never sent by the daemon: akactl/Client use it for "could not talk to the daemon at all".
 inline constexpr int kUnreachable = -32099;
 

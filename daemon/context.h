@@ -36,6 +36,8 @@ struct DaemonContext {
   std::string executor = "none (runs stay queued)";
   // Connection statistics from the server, for daemon.info.
   std::function<nlohmann::json()> serverStats;
+  // Connections a uid has open now (for tenant.quota); any thread.
+  std::function<std::size_t(uid_t)> connectionsOf;
   // The executor and what it uses (null/empty when akad runs with --workers 0).
   Scheduler* scheduler = nullptr;
   snapshot::SnapshotStore* snapshots = nullptr;

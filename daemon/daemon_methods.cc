@@ -4,6 +4,7 @@
 
 #include "akad/version.h"
 #include "common/protocol.h"
+#include "daemon/scheduler.h"
 
 namespace akad {
 
@@ -40,6 +41,32 @@ void registerDaemonMethods(MethodTable& table, DaemonContext& ctx) {
         {"connections", ctx.serverStats ? ctx.serverStats() : json::object()},
         {"methods", table.names()},
     };
+  });
+
+  // A tenant's limits and what it uses of them (akactl quota). An admin may ask about any uid.
+  table.addOffloaded("tenant.quota", [&ctx](const Peer& peer, const json& params) -> Result<json> {
+    if (auto s = protocol::allowOnly(params, {"uid"}); !s) return s.error();
+    auto asked = protocol::optionalInt(params, "uid", peer.uid, 0, 4294967294LL);
+    if (!asked) return asked.error();
+    const auto uid = static_cast<uid_t>(*asked);
+    if (uid != peer.uid)
+      if (auto s = ctx.tenants.mustBeAdmin(peer, "see another user's quota"); !s) return s.error();
+    auto usage = ctx.store.tenantUsage(isoTimeSecondsAgo(kUsageWindowS));
+    if (!usage) return usage.error();
+    auto u = usage->find(uid);
+    const TenantUsage used = u == usage->end() ? TenantUsage{} : u->second;
+    return json{{"uid", uid},
+                {"admin", ctx.tenants.isAdmin(uid)},
+                {"limits", ctx.tenants.limitsFor(uid).toJson()},
+                {"usage",
+                 {{"queued_attempts", used.queued},
+                  {"running_attempts", used.running},
+                  {"open_attempts", used.queued + used.running},
+                  {"attempt_hours_24h", used.attempt_seconds / 3600},
+                  {"gpu_hours_24h", used.gpu_seconds / 3600},
+                  {"connections", ctx.connectionsOf ? ctx.connectionsOf(uid) : 0}}},
+                {"window_hours", kUsageWindowS / 3600},
+                {"note", "0 is no limit; admins have none"}};
   });
 }
 

@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   EventBus events;
   TaskCatalog catalog(tasksDir);
   DaemonContext context{**store, events, catalog, socketPath, stateDir, std::chrono::steady_clock::now(),
-                        nowIso8601(), "none (runs stay queued)", {}, nullptr, nullptr, nullptr, agentsDir, imagesDir};
+                        nowIso8601(), "none (runs stay queued)", {}, {}, nullptr, nullptr, nullptr, agentsDir, imagesDir};
   context.tenants = tenants;
 
   setDefaultCgroupParent(cgroupParent);
@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
     cfg.allow_agent_network = !noAgentNetwork;
     cfg.sandbox_uid = sandboxUid;
     cfg.sandbox_gid = sandboxUid;
+    cfg.tenants = tenants;
     scheduler = std::make_unique<Scheduler>(**store, events, snapshots, leases, cfg);
     if (auto s = scheduler->start(); !s) {
       log::error("cannot start the executor: ", s.error().message);
@@ -282,8 +283,13 @@ int main(int argc, char** argv) {
   options.socketPath = socketPath;
   options.maxConnections = maxConnections;
   options.socketGroup = socketGroup;
+  options.peerLimits = [&tenants](uid_t uid) {
+    const TenantLimits l = tenants.limitsFor(uid);
+    return ServerOptions::PeerLimits{static_cast<std::size_t>(l.max_connections), l.requests_per_second};
+  };
   auto server = std::make_unique<Server>(io, methods, options);
   context.serverStats = [&server] { return server->stats(); };
+  context.connectionsOf = [&server](uid_t uid) { return server->connectionsOf(uid); };
   if (auto s = server->listen(); !s) {
     log::error("cannot listen: ", s.error().message);
     return 1;

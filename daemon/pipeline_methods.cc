@@ -376,6 +376,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     run.params = {{"reproduce", *sha},
                   {"original_attempt", *original ? json((*original)->id) : json(nullptr)},
                   {"task_ids", {taskId}}, {"options", json::object()}};
+    if (auto s = applyTenantLimits(run, peer, ctx.tenants); !s) return s.error();
     auto change = ctx.store.submitRun(run);
     if (!change) return change.error();
     for (const auto& ev : change->events) ctx.events.publish(ev);

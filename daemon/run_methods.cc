@@ -234,6 +234,7 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     if (!in) return in.error();
     in->submitterUid = peer.uid;
     in->submitterGid = peer.gid;
+    if (auto s = applyTenantLimits(*in, peer, ctx.tenants); !s) return s.error();
     // Secrets stay out of the store: the executor keeps them in memory for this run only.
     std::map<std::string, std::string> credentials;
     if (in->params["options"].contains("credentials")) {

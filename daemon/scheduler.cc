@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "daemon/pipeline/agent.h"
+#include "daemon/fair_share.h"
 #include "daemon/pipeline/attempt.h"
 #include "daemon/pipeline/image.h"
 
@@ -99,6 +100,18 @@ Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
   return t;
 }
 
+Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Scheduler::claimNext(
+    const std::function<bool(const AttemptRecord&)>& startable) {
+  std::lock_guard claim(claimMutex_);
+  FairShareInputs in;
+  auto usage = store_.tenantUsage(isoTimeSecondsAgo(kUsageWindowS));
+  if (!usage) return usage.error();
+  in.usage = std::move(*usage);
+  in.limits = [this](std::int64_t uid) { return config_.tenants.limitsFor(static_cast<uid_t>(uid)); };
+  in.startable = startable;
+  return store_.claimAttempt([&](const std::vector<QueuedAttempt>& queued) { return chooseFairShare(queued, in); });
+}
+
 void Scheduler::workerLoop(int worker) {
   // GPU tasks are only taken while a GPU is free, so CPU tasks keep running meanwhile.
   auto eligible = [this](const AttemptRecord& a) {
@@ -111,7 +124,7 @@ void Scheduler::workerLoop(int worker) {
       if (stopping_) return;
       seen = wakeups_;  // read before claiming, so a wake() during the claim is not lost
     }
-    auto claimed = store_.claimNextAttempt(eligible);
+    auto claimed = claimNext(eligible);
     if (!claimed) {
       log::error("worker ", worker, ": cannot take an attempt from the store: ", claimed.error().message);
     } else if (claimed->first) {
@@ -160,6 +173,13 @@ void Scheduler::execute(const AttemptRecord& a) {
     else if (!image) outcome = image.error();
     else {
       plan.agent = *agent;
+      // The tenant's ceiling caps the agent's time, asked for or by default (run.submit refuses
+      // to ask above it).
+      if (const double cap = config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)).max_agent_time_s; cap > 0) {
+        const double want = plan.agent_time_limit_s > 0 ? plan.agent_time_limit_s
+                                                        : std::min(agent->time_limit_s, task->limits.agent_s);
+        plan.agent_time_limit_s = std::min(want, cap);
+      }
       AttemptServices s;
       s.attempts_dir = config_.state_dir / "attempts";
       s.snapshots = &snapshots_;
@@ -192,7 +212,15 @@ void Scheduler::execute(const AttemptRecord& a) {
         const std::string holder = "attempt " + std::to_string(a.id) + " (" + stage + ")";
         auto g = gpus_.acquire(holder, model, [&] { return canceller->cancelled(); }, vendor);
         if (!g) return Error{"cancelled"};
-        auto lease = std::make_shared<GpuLease>(gpus_, g);
+        // The lease's time counts against the tenant's GPU hours when it ends.
+        const auto since = std::chrono::steady_clock::now();
+        std::shared_ptr<GpuLease> lease(new GpuLease(gpus_, g), [this, id = a.id, uid = run->submitterUid,
+                                                                 since](GpuLease* p) {
+          delete p;
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+          if (auto st = store_.recordGpuUsage(id, uid, s); !st)
+            log::error("cannot record attempt ", id, "'s GPU time: ", st.error().message);
+        });
         return AttemptServices::StageGpu{lease, {g->id}, g->model};
       };
       outcome = runAttempt(plan, s);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "daemon/pipeline/task.h"
 #include "daemon/snapshot/store.h"
 #include "daemon/store.h"
+#include "daemon/tenants.h"
 
 namespace akad {
 
@@ -38,7 +40,12 @@ struct SchedulerConfig {
   bool allow_agent_network = true;
   uid_t sandbox_uid = 0;
   gid_t sandbox_gid = 0;
+  // Who may run how much (quotas and fair share, daemon/fair_share.h).
+  TenantPolicy tenants;
 };
+
+// Usage counts over this window (GPU hours per day; fair share's "time used recently").
+inline constexpr double kUsageWindowS = 24 * 3600;
 
 class Scheduler {
  public:
@@ -61,6 +68,9 @@ class Scheduler {
 
  private:
   void workerLoop(int worker);
+  // The next attempt by fair share (daemon/fair_share.h), marked running.
+  Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> claimNext(
+      const std::function<bool(const AttemptRecord&)>& startable);
   void execute(const AttemptRecord& attempt);
   void publish(const std::vector<EventRecord>& events);
   Result<Task> taskFor(const AttemptRecord& attempt);
@@ -71,6 +81,8 @@ class Scheduler {
   GpuLeases& gpus_;
   SchedulerConfig config_;
 
+  // Held while choosing and claiming, so that each choice sees the previous one's effect.
+  std::mutex claimMutex_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -50,7 +50,9 @@ Status makeSocketAddress(const std::filesystem::path& path, sockaddr_un& addr) {
 // One client connection. Lives while an async operation or the server's set holds it.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server& server, stream::socket socket) : server_(server), socket_(std::move(socket)) {}
+  Connection(Server& server, stream::socket socket, Peer peer)
+      : server_(server), socket_(std::move(socket)), peer_(peer) {}
+  const Peer& peer() const { return peer_; }
 
   void start();
   void send(std::string line);
@@ -149,11 +151,6 @@ class Connection::Reply : public Responder {
 };
 
 void Connection::start() {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-    peer_ = Peer{cred.pid, cred.uid, cred.gid};
-  }
   boost::system::error_code ec;
   socket_.non_blocking(true, ec);
   waitReadable();
@@ -251,6 +248,12 @@ void Connection::handleLine(std::string_view line) {
   }
   if (draining_) {
     send(protocol::toLine(protocol::makeError(req->id, protocol::kShuttingDown, "akad is shutting down")));
+    return;
+  }
+  if (!server_.admitRequest(peer_.uid)) {
+    send(protocol::toLine(protocol::makeError(
+        req->id, protocol::kRateLimited,
+        "uid " + std::to_string(peer_.uid) + " sent more requests per second than its limit; slow down (akactl quota)")));
     return;
   }
   std::uint64_t key = nextKey_++;
@@ -431,17 +434,36 @@ void Server::accept() {
       return;
     }
     ++accepted_;
+    Peer peer{};
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+      peer = Peer{cred.pid, cred.uid, cred.gid};
+    else
+      peer.uid = static_cast<uid_t>(-1);  // unknown: owns nothing, and is no admin
+    std::string refusal;
     if (connections_.size() >= options_.maxConnections) {
+      refusal = "akad has " + std::to_string(connections_.size()) + " connections, its limit; try again later";
+    } else if (options_.peerLimits) {
+      const std::size_t limit = options_.peerLimits(peer.uid).connections;
+      const std::size_t open = connectionsOf(peer.uid);
+      if (limit > 0 && open >= limit)
+        refusal = "uid " + std::to_string(peer.uid) + " has " + std::to_string(open) +
+                  " connections open, its limit (akactl quota); close one and try again";
+    }
+    if (!refusal.empty()) {
       ++rejected_;
-      std::string line = protocol::toLine(protocol::makeError(
-          nullptr, protocol::kOverloaded,
-          "akad has " + std::to_string(connections_.size()) + " connections, its limit; try again later"));
+      std::string line = protocol::toLine(protocol::makeError(nullptr, protocol::kOverloaded, refusal));
       ::send(socket.native_handle(), line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       boost::system::error_code cec;
       socket.close(cec);
     } else {
-      auto conn = std::make_shared<Connection>(*this, std::move(socket));
+      auto conn = std::make_shared<Connection>(*this, std::move(socket), peer);
       connections_.insert(conn);
+      {
+        std::lock_guard lock(uidMutex_);
+        ++connectionsByUid_[peer.uid];
+      }
       conn->start();
     }
     accept();
@@ -455,8 +477,39 @@ void Server::acceptLater() {
   });
 }
 
+std::size_t Server::connectionsOf(uid_t uid) const {
+  std::lock_guard lock(uidMutex_);
+  auto it = connectionsByUid_.find(uid);
+  return it == connectionsByUid_.end() ? 0 : it->second;
+}
+
+bool Server::admitRequest(uid_t uid) {
+  if (!options_.peerLimits) return true;
+  const double rate = options_.peerLimits(uid).requestsPerSecond;
+  if (rate <= 0) return true;
+  const double burst = std::max(10.0, 2 * rate);
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, fresh] = buckets_.try_emplace(uid, Bucket{burst, now});
+  Bucket& b = it->second;
+  if (!fresh) {
+    b.tokens = std::min(burst, b.tokens + rate * std::chrono::duration<double>(now - b.last).count());
+    b.last = now;
+  }
+  if (b.tokens < 1) {
+    ++rateLimited_;
+    return false;
+  }
+  b.tokens -= 1;
+  return true;
+}
+
 void Server::forget(const std::shared_ptr<Connection>& connection) {
-  connections_.erase(connection);
+  if (connections_.erase(connection) != 0) {
+    std::lock_guard lock(uidMutex_);
+    auto it = connectionsByUid_.find(connection->peer().uid);
+    // The uid's request allowance stays: reconnecting must not refill it.
+    if (it != connectionsByUid_.end() && --it->second == 0) connectionsByUid_.erase(it);
+  }
   if (stopping_ && connections_.empty()) drainTimer_.cancel();
 }
 
@@ -493,7 +546,8 @@ json Server::stats() const {
   return json{{"open", connections_.size()},
               {"accepted", accepted_},
               {"rejected", rejected_},
-              {"requests", requests_}};
+              {"requests", requests_},
+              {"rate_limited", rateLimited_}};
 }
 
 }  // namespace akad

@@ -11,7 +11,10 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -35,6 +38,12 @@ struct ServerOptions {
   // A client that stops reading its replies is dropped once this much output is queued for it.
   std::size_t maxQueuedOutputBytes = 16 * 1024 * 1024;
   std::chrono::milliseconds drainTimeout{5000};
+  // Per caller (uid): open connections and requests per second; 0 is no limit. Unset: none.
+  struct PeerLimits {
+    std::size_t connections = 0;
+    double requestsPerSecond = 0;
+  };
+  std::function<PeerLimits(uid_t)> peerLimits;
 };
 
 class Connection;
@@ -51,6 +60,8 @@ class Server {
   void stop();
 
   nlohmann::json stats() const;
+  // Connections `uid` has open now (any thread).
+  std::size_t connectionsOf(uid_t uid) const;
   const std::filesystem::path& socketPath() const { return options_.socketPath; }
 
  private:
@@ -59,6 +70,8 @@ class Server {
   void acceptLater();
   void forget(const std::shared_ptr<Connection>& connection);
   void removeSocketFile();
+  // Takes one request from `uid`'s allowance (a token bucket); false when it is spent.
+  bool admitRequest(uid_t uid);
 
   boost::asio::io_context& io_;
   const MethodTable& methods_;
@@ -78,6 +91,14 @@ class Server {
   std::uint64_t accepted_ = 0;
   std::uint64_t rejected_ = 0;
   std::uint64_t requests_ = 0;
+  std::uint64_t rateLimited_ = 0;
+  mutable std::mutex uidMutex_;  // connectionsByUid_ is read by handlers on other threads
+  std::map<uid_t, std::size_t> connectionsByUid_;
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point last;
+  };
+  std::map<uid_t, Bucket> buckets_;
 };
 
 }  // namespace akad

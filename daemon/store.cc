@@ -75,6 +75,18 @@ CREATE INDEX events_by_run ON events(run_id, seq);
 ALTER TABLE attempts ADD COLUMN needs_gpu INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX attempts_by_snapshot ON attempts(snapshot_sha256);
 )sql"},
+    {3, "tenant quotas: runs by submitter, GPU lease time per tenant",
+     R"sql(
+CREATE INDEX runs_by_submitter ON runs(submitter_uid);
+CREATE TABLE gpu_usage (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  attempt_id  INTEGER NOT NULL,
+  uid         INTEGER NOT NULL,
+  ended_at    TEXT NOT NULL,
+  ms          INTEGER NOT NULL
+);
+CREATE INDEX gpu_usage_by_end ON gpu_usage(ended_at);
+)sql"},
 };
 
 Error notFound(const std::string& runId) {
@@ -140,9 +152,19 @@ bool isTerminalAttemptState(std::string_view s) {
   return s == "scored" || s == "failed" || s == "cancelled" || s == "interrupted";
 }
 
-std::string nowIso8601() {
+std::string nowIso8601() { return isoTimeSecondsAgo(0); }
+
+std::string isoTimeSecondsAgo(double seconds) {
   timeval tv{};
   gettimeofday(&tv, nullptr);
+  const auto whole = static_cast<time_t>(seconds);
+  const auto usec = static_cast<suseconds_t>((seconds - static_cast<double>(whole)) * 1e6);
+  tv.tv_sec -= whole;
+  tv.tv_usec -= usec;
+  if (tv.tv_usec < 0) {
+    tv.tv_usec += 1000000;
+    tv.tv_sec -= 1;
+  }
   tm t{};
   gmtime_r(&tv.tv_sec, &t);
   char s[64];
@@ -325,6 +347,21 @@ Result<RunChange> Store::submitRun(const NewRun& in) {
     if (!row) return row.error();
     if (!*row) runId = *id;
     if (tries > 100) return Error{"cannot find a free run id", protocol::kInternalError};
+  }
+  if (in.maxOpenAttempts > 0) {
+    auto open = db_.prepare(
+        "SELECT COUNT(*) FROM attempts a JOIN runs r ON r.id = a.run_id "
+        "WHERE r.submitter_uid = ? AND a.state IN ('queued','running')");
+    if (!open) return open.error();
+    auto row = open->bind(1, in.submitterUid).step();
+    if (!row) return row.error();
+    const std::int64_t already = *row ? open->integer(0) : 0;
+    const std::int64_t adding = static_cast<std::int64_t>(in.taskIds.size()) * in.attemptsPerTask;
+    if (already + adding > in.maxOpenAttempts)
+      return Error{"this run adds " + std::to_string(adding) + " attempts to the " + std::to_string(already) +
+                       " you have queued or running; your limit is " + std::to_string(in.maxOpenAttempts) +
+                       " (akactl quota)",
+                   protocol::kQuotaExceeded};
   }
   std::string now = nowIso8601();
   auto ins = db_.prepare(
@@ -557,14 +594,40 @@ Result<std::vector<EventRecord>> Store::completeRunIfDone(const std::string& run
 
 Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Store::claimNextAttempt(
     const std::function<bool(const AttemptRecord&)>& eligible) {
+  return claimAttempt([&](const std::vector<QueuedAttempt>& queued) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < queued.size(); ++i)
+      if (eligible(queued[i].attempt)) return i;
+    return std::nullopt;
+  });
+}
+
+Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Store::claimAttempt(
+    const AttemptChooser& choose) {
   std::lock_guard lock(mutex_);
   auto tx = sqlite::Transaction::begin(db_);
   if (!tx) return tx.error();
-  auto queued = queryAttempts(
+  auto queuedRecords = queryAttempts(
       "state = 'queued' AND run_id IN (SELECT id FROM runs WHERE state IN ('queued','running')) ORDER BY id", "");
-  if (!queued) return queued.error();
-  for (AttemptRecord& a : *queued) {
-    if (!eligible(a)) continue;
+  if (!queuedRecords) return queuedRecords.error();
+  std::vector<QueuedAttempt> queued;
+  queued.reserve(queuedRecords->size());
+  {
+    std::map<std::string, std::int64_t> owners;  // run id -> submitter
+    auto st = db_.prepare("SELECT id, submitter_uid FROM runs WHERE state IN ('queued','running')");
+    if (!st) return st.error();
+    for (;;) {
+      auto row = st->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      owners[st->text(0)] = st->integer(1);
+    }
+    for (AttemptRecord& a : *queuedRecords) {
+      const std::int64_t uid = owners.count(a.runId) ? owners[a.runId] : -1;
+      queued.push_back(QueuedAttempt{std::move(a), uid});
+    }
+  }
+  if (auto chosen = choose(queued); chosen && *chosen < queued.size()) {
+    AttemptRecord& a = queued[*chosen].attempt;
     const std::string now = nowIso8601();
     auto up = db_.prepare("UPDATE attempts SET state = 'running', started_at = ?, error = NULL WHERE id = ?");
     if (!up) return up.error();
@@ -589,6 +652,48 @@ Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Store:
     return std::make_pair(std::optional<AttemptRecord>(a), events);
   }
   return std::make_pair(std::optional<AttemptRecord>(), std::vector<EventRecord>{});
+}
+
+Result<std::map<std::int64_t, TenantUsage>> Store::tenantUsage(const std::string& sinceIso) {
+  std::lock_guard lock(mutex_);
+  std::map<std::int64_t, TenantUsage> out;
+  const std::string now = nowIso8601();
+  // Times are ISO 8601 in one format, so text order is time order; julianday reads them.
+  auto st = db_.prepare(
+      "SELECT r.submitter_uid, SUM(a.state = 'queued'), SUM(a.state = 'running'), "
+      "CAST(SUM(CASE WHEN a.started_at IS NULL THEN 0 ELSE "
+      "  MAX(0, julianday(COALESCE(a.ended_at, ?1)) - julianday(MAX(a.started_at, ?2))) END) * 86400000 AS INTEGER) "
+      "FROM attempts a JOIN runs r ON r.id = a.run_id "
+      "WHERE a.state IN ('queued','running') OR a.ended_at > ?2 GROUP BY r.submitter_uid");
+  if (!st) return st.error();
+  st->bind(1, now).bind(2, sinceIso);
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    TenantUsage& u = out[st->integer(0)];
+    u.queued = st->integer(1);
+    u.running = st->integer(2);
+    u.attempt_seconds = static_cast<double>(st->integer(3)) / 1000;
+  }
+  auto gpu = db_.prepare("SELECT uid, SUM(ms) FROM gpu_usage WHERE ended_at > ? GROUP BY uid");
+  if (!gpu) return gpu.error();
+  gpu->bind(1, sinceIso);
+  for (;;) {
+    auto row = gpu->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out[gpu->integer(0)].gpu_seconds = static_cast<double>(gpu->integer(1)) / 1000;
+  }
+  return out;
+}
+
+Status Store::recordGpuUsage(std::int64_t attemptId, std::int64_t uid, double seconds) {
+  std::lock_guard lock(mutex_);
+  auto ins = db_.prepare("INSERT INTO gpu_usage (attempt_id, uid, ended_at, ms) VALUES (?, ?, ?, ?)");
+  if (!ins) return ins.error();
+  return ins->bind(1, attemptId).bind(2, uid).bind(3, nowIso8601())
+      .bind(4, static_cast<std::int64_t>(seconds * 1000)).run();
 }
 
 // Callers hold the mutex.

@@ -96,6 +96,24 @@ struct NewRun {
   std::int64_t attemptsPerTask = 1;
   std::int64_t submitterUid = 0;
   std::int64_t submitterGid = 0;
+  // The submitter's quota: its attempts queued or running, this run's included, may not pass
+  // it (0: no limit). Checked in the transaction that adds the run, so that two submits at
+  // once cannot both slip under it.
+  std::int64_t maxOpenAttempts = 0;
+};
+
+// A queued attempt as the executor's chooser sees it.
+struct QueuedAttempt {
+  AttemptRecord attempt;
+  std::int64_t submitterUid = 0;
+};
+
+// What one tenant has used (Store::tenantUsage).
+struct TenantUsage {
+  std::int64_t queued = 0;
+  std::int64_t running = 0;
+  double attempt_seconds = 0;  // wall time of its attempts within the window, running ones so far
+  double gpu_seconds = 0;      // GPU lease time of its attempts whose lease ended within the window
 };
 
 // What a write did: the records after it, and the events it appended (to publish after commit).
@@ -141,6 +159,14 @@ class Store {
   // running (and its run, if queued). nullopt when none is eligible.
   Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> claimNextAttempt(
       const std::function<bool(const AttemptRecord&)>& eligible);
+  // The same, with the choice made by `choose` over every queued attempt (oldest first); it runs
+  // under the store's lock and must not call the store. nullopt from it: nothing is taken.
+  using AttemptChooser = std::function<std::optional<std::size_t>(const std::vector<QueuedAttempt>&)>;
+  Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> claimAttempt(const AttemptChooser& choose);
+  // Per submitter uid: attempts queued and running now, attempt and GPU time since `sinceIso`.
+  Result<std::map<std::int64_t, TenantUsage>> tenantUsage(const std::string& sinceIso);
+  // A GPU lease of an attempt has ended after `seconds`.
+  Status recordGpuUsage(std::int64_t attemptId, std::int64_t uid, double seconds);
   Result<RunChange> setAttemptStage(std::int64_t attemptId, const std::string& stage);
   Result<RunChange> setAttemptSnapshot(std::int64_t attemptId, const std::string& sha256);
   // Ends a running attempt (scored | failed | cancelled); a run whose attempts have all ended
@@ -181,5 +207,7 @@ class Store {
 
 // Current time as the store writes it: "2026-11-30T03:40:00.123Z".
 std::string nowIso8601();
+// The time `seconds` ago, in the same format.
+std::string isoTimeSecondsAgo(double seconds);
 
 }  // namespace akad

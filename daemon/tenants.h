@@ -10,18 +10,38 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 #include "daemon/methods.h"
 
 namespace akad {
 
+// What one tenant may use. 0 means no limit. Admins have no limits.
+struct TenantLimits {
+  std::int64_t max_queued_attempts = 1000;   // its attempts queued or running at once
+  std::int64_t max_concurrent_attempts = 0;  // running at once (0: as many as there are workers)
+  double max_agent_time_s = 4 * 3600;        // the longest agent run it may ask for, and the cap on defaults
+  std::int64_t max_connections = 64;         // open connections to the socket
+  double requests_per_second = 100;          // sustained; a burst of twice that (at least 10) is allowed
+  double gpu_hours_per_day = 0;              // GPU lease time over the last 24 hours
+  nlohmann::json toJson() const;
+};
+
 struct TenantPolicy {
   std::set<uid_t> admins;  // besides root
+  TenantLimits defaults;
+  std::map<uid_t, TenantLimits> tenants;  // overrides, whole: unset fields take the defaults
 
-  bool isAdmin(const Peer& peer) const { return peer.uid == 0 || admins.count(peer.uid) > 0; }
+  // The limits of `uid`; an admin's are all 0 (none).
+  TenantLimits limitsFor(uid_t uid) const;
+  bool isAdmin(uid_t uid) const { return uid == 0 || admins.count(uid) > 0; }
+
+  bool isAdmin(const Peer& peer) const { return isAdmin(peer.uid); }
   // Ok for an admin or for the owner (the uid that submitted the run); otherwise a
   // kPermissionDenied error that names `what` and nothing of its owner.
   Status mayAccess(const Peer& peer, std::int64_t ownerUid, const std::string& what) const {
@@ -33,8 +53,15 @@ struct TenantPolicy {
   Status mustBeAdmin(const Peer& peer, const std::string& action) const;
 };
 
+struct NewRun;
+// Puts the caller's quota on a run it submits: its open attempts (checked by the store when the
+// run is added) and its agent time ceiling (a larger agent_time_limit_s is refused here).
+Status applyTenantLimits(NewRun& run, const Peer& peer, const TenantPolicy& policy);
+
 // Reads the policy file (YAML):
 //   admins: [alice, 1001]      # user names (resolved now) or uids; optional
+//   limits: {max_queued_attempts: 200, ...}   # every tenant's, replacing the built-in ones
+//   tenants: {bob: {max_concurrent_attempts: 1}, 1005: {...}}   # per tenant, over `limits`
 // Unknown keys, unknown users and anything not in that shape are refused with every problem
 // named. A missing file is an error; main() decides whether a default path may be absent.
 Result<TenantPolicy> loadTenantPolicy(const std::filesystem::path& file);

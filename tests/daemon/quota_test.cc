@@ -1,0 +1,205 @@
+// Tenant quotas and fair share without a daemon: the policy file's limits (daemon/tenants.h),
+// the store's part (open attempts checked in the submit's transaction, usage per tenant, on a
+// real SQLite file) and the executor's choice (daemon/fair_share.h).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/protocol.h"
+#include "daemon/fair_share.h"
+#include "daemon/store.h"
+#include "daemon/tenants.h"
+#include "tests/daemon/harness.h"
+
+namespace akad {
+namespace {
+
+Result<TenantPolicy> policyFrom(const test::TempDir& dir, const std::string& yaml) {
+  const auto file = dir / "tenants.yaml";
+  std::ofstream(file) << yaml;
+  return loadTenantPolicy(file);
+}
+
+TEST(TenantLimits, PolicyFileSetsDefaultsAndPerTenantOverrides) {
+  test::TempDir dir;
+  auto p = policyFrom(dir,
+                      "admins: [7]\n"
+                      "limits: {max_queued_attempts: 50, requests_per_second: 20, gpu_hours_per_day: 1.5}\n"
+                      "tenants:\n"
+                      "  1005: {max_concurrent_attempts: 1}\n");
+  ASSERT_TRUE(p) << p.error().message;
+  const TenantLimits other = p->limitsFor(1001);
+  EXPECT_EQ(other.max_queued_attempts, 50);
+  EXPECT_EQ(other.requests_per_second, 20);
+  EXPECT_EQ(other.gpu_hours_per_day, 1.5);
+  EXPECT_EQ(other.max_concurrent_attempts, 0);
+  EXPECT_EQ(other.max_connections, TenantLimits{}.max_connections);  // built-in default kept
+  const TenantLimits special = p->limitsFor(1005);
+  EXPECT_EQ(special.max_concurrent_attempts, 1);
+  EXPECT_EQ(special.max_queued_attempts, 50);  // the policy's defaults under the override
+  // Admins, root included, have no limits.
+  for (uid_t admin : {0u, 7u}) {
+    const TenantLimits none = p->limitsFor(admin);
+    EXPECT_EQ(none.max_queued_attempts, 0);
+    EXPECT_EQ(none.max_connections, 0);
+    EXPECT_EQ(none.requests_per_second, 0);
+    EXPECT_EQ(none.max_agent_time_s, 0);
+  }
+}
+
+TEST(TenantLimits, BadLimitsAreRefusedWithEveryProblemNamed) {
+  test::TempDir dir;
+  auto p = policyFrom(dir,
+                      "limits: {max_queued_attempts: -1, max_connections: 2.5, requests_per_second: lots, "
+                      "max_agent_time_s: 999999, burst: 3}\n"
+                      "tenants: {no-such-user-here: {max_connections: 1}, 1003: [1, 2]}\n");
+  ASSERT_FALSE(p);
+  const std::string& m = p.error().message;
+  EXPECT_NE(m.find("limits.max_queued_attempts must be between 0"), std::string::npos) << m;
+  EXPECT_NE(m.find("limits.max_connections must be a whole number"), std::string::npos) << m;
+  EXPECT_NE(m.find("limits.requests_per_second must be a number"), std::string::npos) << m;
+  EXPECT_NE(m.find("limits.max_agent_time_s must be between 0"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown limit 'limits.burst'"), std::string::npos) << m;
+  EXPECT_NE(m.find("no user 'no-such-user-here'"), std::string::npos) << m;
+  EXPECT_NE(m.find("tenants.1003 must be a mapping"), std::string::npos) << m;
+}
+
+TEST(TenantLimits, AnAgentTimeAboveTheCeilingIsRefusedAtSubmit) {
+  TenantPolicy policy;
+  policy.defaults.max_agent_time_s = 600;
+  NewRun run;
+  run.params = {{"options", {{"agent_time_limit_s", 601}}}};
+  Peer tenant{1, 1001, 1001};
+  auto refused = applyTenantLimits(run, tenant, policy);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, protocol::kQuotaExceeded);
+  EXPECT_NE(refused.error().message.find("above your ceiling of 600"), std::string::npos) << refused.error().message;
+  run.params["options"]["agent_time_limit_s"] = 600;
+  EXPECT_TRUE(applyTenantLimits(run, tenant, policy));
+  EXPECT_EQ(run.maxOpenAttempts, TenantLimits{}.max_queued_attempts);
+  // Root is not capped.
+  run.params["options"]["agent_time_limit_s"] = 86400;
+  EXPECT_TRUE(applyTenantLimits(run, Peer{1, 0, 0}, policy));
+  EXPECT_EQ(run.maxOpenAttempts, 0);
+}
+
+NewRun runOf(std::int64_t uid, std::int64_t attempts, bool gpu = false) {
+  NewRun r;
+  r.agent = "noop";
+  r.taskIds = {"cpu/vecadd"};
+  if (gpu) r.tasksNeedingGpu.insert("cpu/vecadd");
+  r.attemptsPerTask = attempts;
+  r.submitterUid = uid;
+  r.submitterGid = uid;
+  r.params = {{"tasks", {"cpu/vecadd"}}, {"options", nlohmann::json::object()}};
+  return r;
+}
+
+TEST(TenantQuota, TheStoreRefusesARunThatTakesATenantPastItsOpenAttempts) {
+  test::TempDir dir;
+  auto store = Store::open(dir / "akad.db");
+  ASSERT_TRUE(store) << store.error().message;
+  NewRun first = runOf(1001, 3);
+  first.maxOpenAttempts = 4;
+  ASSERT_TRUE((*store)->submitRun(first));
+  NewRun second = runOf(1001, 2);
+  second.maxOpenAttempts = 4;
+  auto refused = (*store)->submitRun(second);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, protocol::kQuotaExceeded);
+  EXPECT_NE(refused.error().message.find("adds 2 attempts to the 3 you have queued or running; your limit is 4"),
+            std::string::npos)
+      << refused.error().message;
+  // Nothing of the refused run was stored; another tenant is not counted against this one.
+  auto runs = (*store)->listRuns(std::nullopt, 100, std::nullopt);
+  ASSERT_TRUE(runs);
+  EXPECT_EQ(runs->size(), 1u);
+  NewRun other = runOf(1002, 4);
+  other.maxOpenAttempts = 4;
+  EXPECT_TRUE((*store)->submitRun(other));
+  // A finished attempt frees its place.
+  auto claimed = (*store)->claimNextAttempt([](const AttemptRecord&) { return true; });
+  ASSERT_TRUE(claimed && claimed->first);
+  ASSERT_TRUE((*store)->finishAttempt(claimed->first->id, "failed", std::nullopt, "x"));
+  second.attemptsPerTask = 1;
+  EXPECT_TRUE((*store)->submitRun(second));
+}
+
+TEST(TenantQuota, UsageCountsOpenAttemptsAttemptTimeAndGpuTimePerTenant) {
+  test::TempDir dir;
+  auto store = Store::open(dir / "akad.db");
+  ASSERT_TRUE(store) << store.error().message;
+  ASSERT_TRUE((*store)->submitRun(runOf(1001, 3)));
+  ASSERT_TRUE((*store)->submitRun(runOf(1002, 1)));
+  auto claimed = (*store)->claimNextAttempt([](const AttemptRecord&) { return true; });
+  ASSERT_TRUE(claimed && claimed->first);
+  ASSERT_TRUE((*store)->recordGpuUsage(claimed->first->id, 1001, 1800));
+  ASSERT_TRUE((*store)->recordGpuUsage(claimed->first->id, 1001, 900.5));
+  auto usage = (*store)->tenantUsage(isoTimeSecondsAgo(24 * 3600));
+  ASSERT_TRUE(usage) << usage.error().message;
+  EXPECT_EQ((*usage)[1001].queued, 2);
+  EXPECT_EQ((*usage)[1001].running, 1);
+  EXPECT_NEAR((*usage)[1001].gpu_seconds, 2700.5, 0.01);
+  EXPECT_GE((*usage)[1001].attempt_seconds, 0);
+  EXPECT_EQ((*usage)[1002].queued, 1);
+  EXPECT_EQ((*usage)[1002].gpu_seconds, 0);
+  // GPU time outside the window does not count.
+  auto later = (*store)->tenantUsage(isoTimeSecondsAgo(-60));
+  ASSERT_TRUE(later);
+  EXPECT_EQ((*later)[1001].gpu_seconds, 0);
+}
+
+std::vector<QueuedAttempt> queue(const std::vector<std::pair<std::int64_t, bool>>& owners) {
+  std::vector<QueuedAttempt> out;
+  std::int64_t id = 1;
+  for (const auto& [uid, gpu] : owners) {
+    QueuedAttempt q;
+    q.attempt.id = id++;
+    q.attempt.needsGpu = gpu;
+    q.submitterUid = uid;
+    out.push_back(q);
+  }
+  return out;
+}
+
+TEST(FairShare, AFloodingTenantDoesNotGoBeforeAnotherTenantsFirstAttempt) {
+  // Tenant 1 queued 1000 attempts before tenant 2 queued one; tenant 1 has one running.
+  std::vector<std::pair<std::int64_t, bool>> owners(1000, {1, false});
+  owners.push_back({2, false});
+  FairShareInputs in;
+  in.usage[1].running = 1;
+  auto pick = chooseFairShare(queue(owners), in);
+  ASSERT_TRUE(pick);
+  EXPECT_EQ(*pick, 1000u);  // tenant 2's
+  // With nothing running, the one that used less time lately goes first.
+  in.usage[1].running = 0;
+  in.usage[1].attempt_seconds = 10;
+  in.usage[2].attempt_seconds = 50;
+  EXPECT_EQ(chooseFairShare(queue(owners), in), 0u);
+  // Equal: the oldest attempt.
+  in.usage.clear();
+  EXPECT_EQ(chooseFairShare(queue({{2, false}, {1, false}}), in), 0u);
+  EXPECT_EQ(chooseFairShare({}, in), std::nullopt);
+}
+
+TEST(FairShare, LimitsAndStartabilityPassOverATenantsAttempts) {
+  FairShareInputs in;
+  TenantPolicy policy;
+  policy.tenants[1].max_concurrent_attempts = 1;
+  policy.tenants[1].gpu_hours_per_day = 0;
+  policy.tenants[2].gpu_hours_per_day = 1;
+  in.limits = [&](std::int64_t uid) { return policy.limitsFor(static_cast<uid_t>(uid)); };
+  in.usage[1].running = 1;        // at its concurrency limit
+  in.usage[2].gpu_seconds = 3600;  // its GPU hours are spent
+  const auto q = queue({{1, false}, {2, true}, {2, false}, {3, true}});
+  EXPECT_EQ(chooseFairShare(q, in), 2u);  // tenant 2's CPU attempt: its GPU one waits
+  in.usage[2].running = 1;
+  EXPECT_EQ(chooseFairShare(q, in), 3u);  // tenant 3 runs nothing
+  in.startable = [](const AttemptRecord& a) { return !a.needsGpu; };  // no GPU free
+  EXPECT_EQ(chooseFairShare(q, in), 2u);
+  in.usage[1].running = 0;
+  EXPECT_EQ(chooseFairShare(q, in), 0u);
+}
+
+}  // namespace
+}  // namespace akad
