@@ -115,7 +115,10 @@ int main(int argc, char** argv) {
   std::string agentsDir = (dataRoot() / "images" / "agents").string();
   std::string imagesDir = (dataRoot() / "images").string();
   std::string akacheck;
-  uid_t sandboxUid = 101000;
+  // Above useradd's subordinate-id allocations (SUB_UID_MAX 600100000), so that no user can
+  // map them into a user namespace of its own (checked at start all the same).
+  uid_t sandboxUid = 700000000;
+  std::string attemptUids = "700000001-700001000";
   std::string cgroupParent = "akad";
   std::string mountTemplates;
   std::string tenantsFile;
@@ -142,6 +145,10 @@ int main(int argc, char** argv) {
                  "Unprivileged host uid (and gid) that owns what sandboxes write; akabox maps its uid to it")
       ->capture_default_str()
       ->check(CLI::Range(1u, 4294967294u));
+  app.add_option("--attempt-uids", attemptUids,
+                 "Host uids FIRST-LAST for the attempts' own sandboxes (agent, compile, candidate): each running "
+                 "attempt holds one; at least --workers of them; none may be --sandbox-uid")
+      ->capture_default_str();
   app.add_option("--cgroup-parent", cgroupParent,
                  "Cgroup under which every sandbox of this daemon is made (cleaned at start-up)")
       ->capture_default_str();
@@ -169,6 +176,31 @@ int main(int argc, char** argv) {
   // Fixing the mmap threshold stops glibc from raising it after a 1 MiB request is freed, so
   // big request buffers go back to the kernel and RSS stays flat across hostile clients.
   ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+
+  auto attemptRange = parseUidRange(attemptUids);
+  if (!attemptRange) {
+    log::error("--attempt-uids: ", attemptRange.error().message);
+    return 2;
+  }
+  if (attemptRange->contains(sandboxUid)) {
+    log::error("--attempt-uids ", attemptUids, " holds --sandbox-uid ", sandboxUid,
+               ": the candidate's sandboxes must not share the trusted ones' uid");
+    return 2;
+  }
+  if (attemptRange->count < static_cast<uid_t>(std::max(workers, 1))) {
+    log::error("--attempt-uids ", attemptUids, " has fewer uids than --workers (", workers, ")");
+    return 2;
+  }
+  // A user who owns subordinate ids covering the sandboxes' uids could become them (newuidmap)
+  // and trace or signal every sandbox.
+  for (const char* file : {"/etc/subuid", "/etc/subgid"}) {
+    const auto overlaps = subordinateOverlaps(file, *attemptRange, sandboxUid);
+    if (!overlaps.empty()) {
+      log::error(file, " gives ", overlaps.front(), " ids that --sandbox-uid ", sandboxUid, " or --attempt-uids ",
+                 attemptUids, " use: that user could act as the sandboxes; choose uids outside every range there");
+      return 2;
+    }
+  }
 
   TenantPolicy tenants;
   if (tenantsFile.empty() && fs::exists("/etc/akad/tenants.yaml")) tenantsFile = "/etc/akad/tenants.yaml";
@@ -211,8 +243,7 @@ int main(int argc, char** argv) {
   EventBus events;
   TaskCatalog catalog(tasksDir);
   DaemonContext context{**store, events, catalog, socketPath, stateDir, std::chrono::steady_clock::now(),
-                        nowIso8601(), "none (runs stay queued)", {}, {}, nullptr, nullptr, nullptr, agentsDir, imagesDir};
-  context.tenants = tenants;
+                        nowIso8601(), "none (runs stay queued)", {}, {}, nullptr, nullptr, nullptr, agentsDir, imagesDir, tenants};
 
   setDefaultCgroupParent(cgroupParent);
   if (mountTemplates.empty()) mountTemplates = (fs::path(stateDir) / "mount-templates").string();
@@ -257,6 +288,7 @@ int main(int argc, char** argv) {
     cfg.sandbox_uid = sandboxUid;
     cfg.sandbox_gid = sandboxUid;
     cfg.tenants = tenants;
+    cfg.attempt_uids = *attemptRange;
     scheduler = std::make_unique<Scheduler>(**store, events, snapshots, leases, cfg);
     if (auto s = scheduler->start(); !s) {
       log::error("cannot start the executor: ", s.error().message);

@@ -14,7 +14,8 @@ using nlohmann::json;
 namespace akad {
 Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snapshots, GpuLeases& gpus,
                      SchedulerConfig config)
-    : store_(store), bus_(bus), snapshots_(snapshots), gpus_(gpus), config_(std::move(config)) {}
+    : store_(store), bus_(bus), snapshots_(snapshots), gpus_(gpus), config_(std::move(config)),
+      uids_(config_.attempt_uids) {}
 
 Scheduler::~Scheduler() { stop(); }
 
@@ -190,6 +191,17 @@ void Scheduler::execute(const AttemptRecord& a) {
       s.scoring.image = *image;
       s.scoring.sandbox_uid = config_.sandbox_uid;
       s.scoring.sandbox_gid = config_.sandbox_gid;
+      std::optional<UidLease> attemptUid;
+      if (config_.attempt_uids.count > 0) {
+        // The range holds at least one uid per worker (checked at start), and each worker runs
+        // one attempt at a time.
+        if (auto uid = uids_.acquire()) attemptUid.emplace(uids_, *uid);
+        else log::error("attempt ", a.id, ": no free uid in ", config_.attempt_uids.text(), "; running it as the sandbox uid");
+      }
+      if (attemptUid) {
+        s.scoring.candidate_uid = attemptUid->uid();
+        s.scoring.candidate_gid = attemptUid->uid();
+      }
       s.scoring.canceller = canceller.get();
       s.on_stage = [&](const std::string& stage) {
         auto change = store_.setAttemptStage(a.id, stage);

@@ -26,6 +26,7 @@
 #include "daemon/snapshot/store.h"
 #include "daemon/store.h"
 #include "daemon/tenants.h"
+#include "daemon/uid_pool.h"
 
 namespace akad {
 
@@ -42,6 +43,9 @@ struct SchedulerConfig {
   gid_t sandbox_gid = 0;
   // Who may run how much (quotas and fair share, daemon/fair_share.h).
   TenantPolicy tenants;
+  // Each running attempt's own host uid for its untrusted sandboxes (daemon/uid_pool.h); an
+  // empty range runs them as sandbox_uid too.
+  UidRange attempt_uids;
 };
 
 // Usage counts over this window (GPU hours per day; fair share's "time used recently").
@@ -94,6 +98,7 @@ class Scheduler {
     bool cancelled_by_user = false;
   };
   std::map<std::int64_t, InFlight> inflight_;
+  UidPool uids_{UidRange{}};
   std::map<std::string, std::map<std::string, std::string>> credentials_;
 };
 

@@ -1,4 +1,5 @@
 #include "daemon/tenants.h"
+#include "daemon/yaml_file.h"
 
 #include <pwd.h>
 
@@ -129,12 +130,9 @@ Result<uid_t> resolveUser(const std::string& who) {
 }  // namespace
 
 Result<TenantPolicy> loadTenantPolicy(const std::filesystem::path& file) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file.string());
-  } catch (const YAML::Exception& e) {
-    return Error{"tenant policy " + file.string() + ": " + e.what()};
-  }
+  auto loaded = loadYamlFile(file);
+  if (!loaded) return Error{"tenant policy " + loaded.error().message};
+  YAML::Node root = *loaded;
   std::vector<std::string> problems;
   TenantPolicy policy;
   if (root.IsNull()) return policy;  // an empty file: root is the only admin

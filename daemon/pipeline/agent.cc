@@ -1,4 +1,5 @@
 #include "daemon/pipeline/agent.h"
+#include "daemon/yaml_file.h"
 
 #include <algorithm>
 #include <regex>
@@ -10,12 +11,9 @@ namespace fs = std::filesystem;
 namespace akad {
 
 Result<AgentDefinition> loadAgent(const fs::path& file) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file.string());
-  } catch (const YAML::Exception& e) {
-    return Error{file.string() + ": cannot read the agent definition: " + e.what()};
-  }
+  auto loaded = loadYamlFile(file);
+  if (!loaded) return Error{"cannot read the agent definition: " + loaded.error().message};
+  YAML::Node root = *loaded;
   auto bad = [&](const std::string& field, const std::string& what) {
     return Error{file.string() + ": " + field + ": " + what};
   };

@@ -29,6 +29,8 @@ Result<nlohmann::json> runAgentStage(const Task& task, const AgentDefinition& ag
   r.pids = std::max(task.limits.pids, 512);
   r.wall_s = o.time_limit_s > 0 ? o.time_limit_s : std::min(agent.time_limit_s, task.limits.agent_s);
   r.gpus = task.gpu ? o.gpus : std::vector<std::string>{};
+  r.outside_uid = o.outside_uid;
+  r.outside_gid = o.outside_gid;
   r.stdout_file = o.logs_dir / "agent.out";
   r.stderr_file = o.logs_dir / "agent.err";
   auto outcome = runSandbox(r, o.canceller);

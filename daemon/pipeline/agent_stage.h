@@ -24,6 +24,8 @@ struct AgentStageOptions {
   bool allow_network = true;                       // an operator can forbid agents the network
   std::filesystem::path logs_dir;
   SandboxCanceller* canceller = nullptr;
+  uid_t outside_uid = 0;  // the host uid the agent runs as (0: the workspace's owner)
+  gid_t outside_gid = 0;
 };
 
 // Runs the agent; an agent that fails or times out is a result (its workspace is still

@@ -56,8 +56,11 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
     const fs::path ws = dir / "workspace";
     fs::remove_all(ws, ec);
     if (auto st = prepareAgentWorkspace(task, s.scoring.tasks_root, ws); !st) return st.error();
-    if (s.scoring.sandbox_uid != 0)
-      if (auto st = chownTree(ws, s.scoring.sandbox_uid, s.scoring.sandbox_gid); !st) return st.error();
+    // The agent runs as the attempt's own uid (the candidate's), which owns its workspace.
+    const uid_t agentUid = s.scoring.candidate_uid != 0 ? s.scoring.candidate_uid : s.scoring.sandbox_uid;
+    const gid_t agentGid = s.scoring.candidate_uid != 0 ? s.scoring.candidate_gid : s.scoring.sandbox_gid;
+    if (agentUid != 0)
+      if (auto st = chownTree(ws, agentUid, agentGid); !st) return st.error();
 
     stage("agent");
     AttemptServices::StageGpu agentGpu;
@@ -73,6 +76,8 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
     ao.time_limit_s = plan.agent_time_limit_s;
     ao.allow_network = s.allow_agent_network;
     ao.logs_dir = logs;
+    ao.outside_uid = agentUid;
+    ao.outside_gid = agentGid;
     ao.canceller = s.scoring.canceller;
     auto agent = runAgentStage(task, plan.agent, ws, ao);
     agentGpu.holder.reset();  // the GPU is free while the snapshot is taken

@@ -134,6 +134,8 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
   if (!r.stdout_file.empty()) add("--stdout", r.stdout_file.string());
   if (!r.stderr_file.empty()) add("--stderr", r.stderr_file.string());
   add("--cgroup-parent", r.cgroup_parent.empty() ? defaultCgroupParent() : r.cgroup_parent);
+  if (r.outside_uid != 0) add("--outside-uid", std::to_string(r.outside_uid));
+  if (r.outside_gid != 0) add("--outside-gid", std::to_string(r.outside_gid));
   if (!g_mountTemplateDir.empty()) a.push_back("--mount-template");
   add("--result-fd", "3");
   a.push_back("--");

@@ -47,6 +47,10 @@ struct SandboxRequest {
   std::filesystem::path stdout_file;
   std::filesystem::path stderr_file;
   std::string cgroup_parent;  // empty: defaultCgroupParent()
+  // The host uid/gid the sandbox's user maps to (akabox --outside-uid/--outside-gid); 0:
+  // akabox's default (the workspace's owner).
+  uid_t outside_uid = 0;
+  gid_t outside_gid = 0;
 };
 
 // The cgroup parent every sandbox of this daemon goes under (akad --cgroup-parent, default

@@ -1,5 +1,7 @@
 #include "daemon/pipeline/score.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "common/log.h"
 #include "daemon/pipeline/files.h"
@@ -109,8 +112,16 @@ class GateRunner {
   GateRunner(const Task& task, const ScoringEnvironment& env, Layout layout)
       : task_(task), env_(env), l_(std::move(layout)) {}
 
-  SandboxRequest request(double wallS, const std::string& logName, bool gpu) const {
+  // Who a sandbox runs as on the host: the attempt's own uid for the candidate's code, the
+  // daemon's sandbox uid for trusted programs.
+  std::pair<uid_t, gid_t> identity(const std::string& who) const {
+    if (who == "candidate" && env_.candidate_uid != 0) return {env_.candidate_uid, env_.candidate_gid};
+    return {env_.sandbox_uid, env_.sandbox_gid};
+  }
+
+  SandboxRequest request(double wallS, const std::string& logName, bool gpu, const std::string& who = "trusted") const {
     SandboxRequest r;
+    std::tie(r.outside_uid, r.outside_gid) = identity(who);
     r.memory_bytes = task_.limits.memory_bytes;
     r.pids = task_.limits.pids;
     r.wall_s = wallS;
@@ -137,19 +148,24 @@ class GateRunner {
     return out;
   }
 
-  Status ownForSandbox(const fs::path& dir) const {
-    if (env_.sandbox_uid == 0) return {};
-    return chownTree(dir, env_.sandbox_uid, env_.sandbox_gid);
+  Status ownForSandbox(const fs::path& dir, const std::string& who = "trusted") const {
+    const auto [uid, gid] = identity(who);
+    if (uid == 0) return {};
+    return chownTree(dir, uid, gid);
   }
 
   // Binds the JIT cache of `who` (reference, baseline or candidate) read-write at /jit.
   Status useJitCache(SandboxRequest& r, const std::string& who) const {
     const fs::path dir = l_.jitCache(who);
     std::error_code ec;
+    struct stat st {};
     if (!fs::exists(dir)) {
       fs::create_directories(dir, ec);
       if (ec) return Error{"cannot create the JIT cache " + dir.string() + ": " + ec.message()};
-      if (auto s = ownForSandbox(dir); !s) return s;
+      if (auto s = ownForSandbox(dir, who); !s) return s;
+    } else if (::lstat(dir.c_str(), &st) == 0 && identity(who).first != 0 && st.st_uid != identity(who).first) {
+      // Made by a daemon that ran its sandboxes as another uid.
+      if (auto s = ownForSandbox(dir, who); !s) return s;
     }
     r.binds.push_back({dir, kJitMount, true});
     r.env["TRITON_CACHE_DIR"] = std::string(kJitMount) + "/triton";
@@ -167,8 +183,8 @@ class GateRunner {
                                    const fs::path& outDir, double wallS, const std::string& logName) const {
     std::error_code ec;
     fs::create_directories(outDir, ec);
-    if (auto s = ownForSandbox(outDir); !s) return s.error();
-    SandboxRequest r = request(wallS, logName, task_.gpu);
+    if (auto s = ownForSandbox(outDir, who); !s) return s.error();
+    SandboxRequest r = request(wallS, logName, task_.gpu, who);
     if (auto s = useJitCache(r, who); !s) return s.error();
     r.binds.push_back({programDir, "/candidate", false});
     r.binds.push_back({l_.inputs(phase), "/data", false});
@@ -241,7 +257,7 @@ class GateRunner {
     driver.command = {"/trusted/driver", mode, "--plan", "/plans/" + plan, "--channel", "/channel/socket",
                       "--out", "/out", "--inputs-dir", "/inputs"};
 
-    SandboxRequest worker = request(wallS, tag, task_.gpu);
+    SandboxRequest worker = request(wallS, tag, task_.gpu, who);
     if (auto s = useJitCache(worker, who); !s) return s.error();
     worker.binds.push_back({programDir, "/candidate", false});
     worker.binds.push_back({channel, "/channel", false});
@@ -820,8 +836,8 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
 
   // Gate 1: compile, in the scoring workspace, without a GPU.
   notify("compile");
-  if (auto s = g.ownForSandbox(l.ws); !s) return s.error();
-  SandboxRequest build = g.request(task.limits.compile_s, "compile", false);
+  if (auto s = g.ownForSandbox(l.ws, "candidate"); !s) return s.error();
+  SandboxRequest build = g.request(task.limits.compile_s, "compile", false, "candidate");
   build.workspace = l.ws;
   // The trusted build of this task version, read-only: a harness may link objects it made from
   // the pristine harness files instead of compiling them again (the hip harness does).

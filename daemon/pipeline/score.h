@@ -34,8 +34,14 @@ struct ScoringEnvironment {
   // Leases the GPU when the first gate that needs one starts (after the builds, which need
   // none, so other attempts can use the GPU meanwhile). Unset: `gpus` is used as it is.
   std::function<Result<std::vector<std::string>>()> acquire_gpus;
-  uid_t sandbox_uid = 0;                // owner of directories a sandbox writes (0: leave as is)
+  // Host identities: trusted programs (trusted build, reference, baseline, driver, checker) run
+  // as sandbox_uid, the candidate's code (compile, runner, worker) as candidate_uid, the
+  // attempt's own (daemon/uid_pool.h). Each owns the directories its sandboxes write. 0: leave
+  // ownership as it is / candidate_uid 0: the same as sandbox_uid.
+  uid_t sandbox_uid = 0;
   gid_t sandbox_gid = 0;
+  uid_t candidate_uid = 0;
+  gid_t candidate_gid = 0;
   SandboxCanceller* canceller = nullptr;
   std::function<void(const std::string& gate)> on_gate;  // progress for run.watch
   // Seeds are fresh per scoring; a re-score of the same snapshot draws new ones.

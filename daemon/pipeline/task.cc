@@ -1,4 +1,5 @@
 #include "daemon/pipeline/task.h"
+#include "daemon/yaml_file.h"
 
 #include <sys/stat.h>
 
@@ -199,14 +200,9 @@ nlohmann::json Task::tolerancesJson() const {
 Result<Task> loadTask(const fs::path& dir) {
   const fs::path file = dir / "task.yaml";
   TaskChecker check(file);
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file.string());
-  } catch (const YAML::BadFile&) {
-    return Error{file.string() + ": cannot read the file"};
-  } catch (const YAML::Exception& e) {
-    return Error{file.string() + ": not valid YAML: " + e.what()};
-  }
+  auto loaded = loadYamlFile(file);
+  if (!loaded) return loaded.error();
+  YAML::Node root = *loaded;
   if (!root.IsMap()) return Error{file.string() + ": the top level must be a map"};
 
   Task t;

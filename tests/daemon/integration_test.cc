@@ -110,6 +110,24 @@ TEST_F(DaemonTest, SocketGroupIsAppliedAndAnUnknownGroupRefused) {
   EXPECT_EQ(st.st_mode & 07777, 0660u);
 }
 
+TEST_F(DaemonTest, AttemptUidsThatHoldTheTrustedUidOrAreTooFewAreRefused) {
+  ASSERT_EQ(daemon_->stop(SIGTERM), 0);
+  auto shared = DaemonProcess::start(paths_, {"--workers", "1", "--sandbox-uid", "700000005", "--attempt-uids",
+                                              "700000001-700000010"});
+  ASSERT_FALSE(shared);
+  EXPECT_NE(shared.error().message.find("must not share the trusted ones' uid"), std::string::npos)
+      << shared.error().message;
+  auto few = DaemonProcess::start(paths_, {"--workers", "3", "--attempt-uids", "700000001-700000002"});
+  ASSERT_FALSE(few);
+  EXPECT_NE(few.error().message.find("fewer uids than --workers"), std::string::npos) << few.error().message;
+  auto bad = DaemonProcess::start(paths_, {"--attempt-uids", "0-5"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("FIRST-LAST"), std::string::npos) << bad.error().message;
+  auto d = DaemonProcess::start(paths_, {});
+  ASSERT_TRUE(d) << d.error().message;
+  daemon_ = std::move(*d);
+}
+
 TEST_F(DaemonTest, SubmitStatusCancelThenRestartKeepsTheRun) {
   json submitted = ctlJson({"submit", "cpu", "hip2hip/gemm", "--attempts", "2", "--label", "first", "--agent", "noop"});
   std::string id = submitted.at("run").at("id");

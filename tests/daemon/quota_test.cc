@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "common/protocol.h"
 #include "daemon/fair_share.h"
 #include "daemon/store.h"
 #include "daemon/tenants.h"
+#include "daemon/uid_pool.h"
 #include "tests/daemon/harness.h"
 
 namespace akad {
@@ -62,6 +64,17 @@ TEST(TenantLimits, BadLimitsAreRefusedWithEveryProblemNamed) {
   EXPECT_NE(m.find("unknown limit 'limits.burst'"), std::string::npos) << m;
   EXPECT_NE(m.find("no user 'no-such-user-here'"), std::string::npos) << m;
   EXPECT_NE(m.find("tenants.1003 must be a mapping"), std::string::npos) << m;
+}
+
+TEST(TenantLimits, APolicyPathThatIsNoRegularFileIsAnErrorNotACrash) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "tenants.yaml");
+  auto p = loadTenantPolicy(dir / "tenants.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.error().message.find("not a regular file"), std::string::npos) << p.error().message;
+  auto missing = loadTenantPolicy(dir / "absent.yaml");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("cannot read the file"), std::string::npos) << missing.error().message;
 }
 
 TEST(TenantLimits, AnAgentTimeAboveTheCeilingIsRefusedAtSubmit) {
@@ -199,6 +212,43 @@ TEST(FairShare, LimitsAndStartabilityPassOverATenantsAttempts) {
   EXPECT_EQ(chooseFairShare(q, in), 2u);
   in.usage[1].running = 0;
   EXPECT_EQ(chooseFairShare(q, in), 0u);
+}
+
+TEST(AttemptUids, RangesParseAndBadOnesAreRefused) {
+  auto r = parseUidRange("700000001-700001000");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->first, 700000001u);
+  EXPECT_EQ(r->count, 1000u);
+  EXPECT_EQ(r->text(), "700000001-700001000");
+  EXPECT_TRUE(r->contains(700001000));
+  EXPECT_FALSE(r->contains(700001001));
+  for (const char* bad : {"", "5", "9-3", "0-4", "1-4294967295", "a-b", "1-", "-5", "12345678901-12345678902"})
+    EXPECT_FALSE(parseUidRange(bad)) << bad;
+}
+
+TEST(AttemptUids, APoolHandsOutEachUidOnceAndTakesItBack) {
+  UidPool pool(UidRange{500, 3});
+  auto a = pool.acquire(), b = pool.acquire(), c = pool.acquire();
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(std::set<uid_t>({*a, *b, *c}), std::set<uid_t>({500, 501, 502}));
+  EXPECT_FALSE(pool.acquire());
+  {
+    UidLease lease(pool, *b);
+  }  // released
+  EXPECT_EQ(pool.acquire(), b);
+  EXPECT_EQ(pool.inUse(), 3u);
+}
+
+TEST(AttemptUids, SubordinateIdRangesThatMeetTheSandboxUidsAreFound) {
+  test::TempDir dir;
+  std::ofstream(dir / "subuid") << "alice:100000:65536\nbob:700000500:10\n# junk line\ncarol:5:x\n";
+  // The range meets bob's; the trusted uid falls in alice's.
+  auto both = subordinateOverlaps(dir / "subuid", UidRange{700000001, 1000}, 101000);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0], "alice:100000:65536");
+  EXPECT_EQ(both[1], "bob:700000500:10");
+  EXPECT_TRUE(subordinateOverlaps(dir / "subuid", UidRange{700000001, 499}, 700000000).empty());
+  EXPECT_TRUE(subordinateOverlaps(dir / "absent", UidRange{1, 10}, 1).empty());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -87,6 +88,15 @@ inline fs::path quickTimedTasks(const fs::path& dest) {
   return dest;
 }
 
+// A time as the store writes it ("2026-12-02T18:00:00.123Z") in seconds since the epoch.
+inline double isoSeconds(const std::string& iso) {
+  std::tm t{};
+  if (::strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &t) == nullptr) return -1;
+  double s = static_cast<double>(::timegm(&t));
+  if (auto dot = iso.find('.'); dot != std::string::npos) s += std::stod("0" + iso.substr(dot, 4));
+  return s;
+}
+
 class PipelineDaemon {
  public:
   enum class Timing { Task, Quick };
@@ -102,7 +112,12 @@ class PipelineDaemon {
   }
 
   void start(const std::vector<std::string>& extraArgs = {}) {
-    std::vector<std::string> args = {"--workers", "1", "--cgroup-parent", parent_, "--gpus", "none"};
+    std::vector<std::string> args = {"--cgroup-parent", parent_, "--gpus", "none"};
+    // One worker unless the test asks for more.
+    if (std::find(extraArgs.begin(), extraArgs.end(), "--workers") == extraArgs.end()) {
+      args.push_back("--workers");
+      args.push_back("1");
+    }
     args.insert(args.end(), extraArgs.begin(), extraArgs.end());
     auto d = DaemonProcess::start(paths_, args);
     ASSERT_TRUE(d) << d.error().message;

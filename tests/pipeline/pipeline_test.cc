@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -389,6 +390,54 @@ TEST(PipelineSecretTest, ASecretPassedWithPassEnvIsInNoCommandLine) {
   json a = d.ctlJson({"status", id}).at("attempts").at(0);
   ASSERT_EQ(a.at("state"), "scored") << a.dump();
   EXPECT_EQ(result(a).at("agent").at("exit_code"), 0) << "the agent did not get the secret: " << result(a).at("agent").dump();
+  d.stop();
+  d.expectNothingLeft();
+}
+
+// Two attempts that run at once run as two host uids of the attempt range, neither of them
+// the trusted sandboxes' uid: one agent that takes every inotify instance its uid may have
+// (fs.inotify.max_user_instances, a per-uid kernel limit) leaves the other's allowance whole.
+// Each agent takes all it can, holds them while the other does the same, and reports.
+TEST(PipelineUidTest, ConcurrentAttemptsRunAsTheirOwnHostUidsAndShareNoPerUidLimit) {
+  PipelineDaemon d("uids", PipelineDaemon::Timing::Quick);
+  d.start({"--workers", "2", "--sandbox-uid", "700100000", "--attempt-uids", "700100001-700100004"});
+  const std::string agent =
+      "head -n1 /proc/self/uid_map; python3 -c '\n"
+      "import ctypes, time\n"
+      "libc = ctypes.CDLL(None); fds = []\n"
+      "while len(fds) < 100000:\n"
+      "    fd = libc.inotify_init()\n"
+      "    if fd < 0: break\n"
+      "    fds.append(fd)\n"
+      "print(\"inotify\", len(fds), open(\"/proc/sys/fs/inotify/max_user_instances\").read().strip(), flush=True)\n"
+      "time.sleep(12)\n"
+      "'";
+  const std::string id = d.submit({"cpu/reduction", "--agent-command", agent, "--attempts", "2"});
+  ASSERT_EQ(d.ctl({"watch", id}, 600s).exitCode, 0);
+  const json attempts = d.ctlJson({"status", id}).at("attempts");
+  ASSERT_EQ(attempts.size(), 2u);
+  std::set<long> uids;
+  for (const json& a : attempts) {
+    ASSERT_EQ(a.at("state"), "scored") << a.dump();
+    const std::string out = d.ctl({"logs", std::to_string(a.at("id").get<long>()), "--stage", "agent"}).out;
+    // The uid map's line "1000 700100001 1": the sandbox's uid 1000 is host uid 700100001.
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(\n\s*1000\s+([0-9]+)\s+1\n)"))) << out;
+    const long outside = std::stol(m[1]);
+    EXPECT_GE(outside, 700100001) << out;
+    EXPECT_LE(outside, 700100004) << out;
+    uids.insert(outside);
+    const auto at = out.find("inotify ");
+    ASSERT_NE(at, std::string::npos) << out;
+    long got = 0, limit = 0;
+    std::istringstream(out.substr(at + 8)) >> got >> limit;
+    EXPECT_GT(limit, 0) << out;
+    EXPECT_EQ(got, limit) << "an agent got fewer inotify instances than its uid may have: " << out;
+  }
+  EXPECT_EQ(uids.size(), 2u) << "the two attempts ran as one host uid";
+  // They overlapped (each agent holds its instances for 12 s): otherwise the test proves nothing.
+  const double apart = std::abs(isoSeconds(attempts.at(0).at("started_at")) - isoSeconds(attempts.at(1).at("started_at")));
+  EXPECT_LT(apart, 6.0) << "the two attempts did not run at once";
   d.stop();
   d.expectNothingLeft();
 }

@@ -49,6 +49,13 @@ class TaskFileTest : public ::testing::Test {
   fs::path root_, dir_;
 };
 
+TEST_F(TaskFileTest, ATaskYamlThatIsADirectoryIsRefusedNotACrash) {
+  fs::create_directories(dir_ / "task.yaml");
+  auto t = loadTask(dir_);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("not a regular file"), std::string::npos) << t.error().message;
+}
+
 TEST_F(TaskFileTest, ValidTaskLoadsWithTypedConfigsAndAContentHash) {
   auto t = load(valid());
   ASSERT_TRUE(t) << t.error().message;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/pipeline/local_users.h"
 #include "tests/pipeline/pipeline_daemon.h"
 
 namespace akad::test {
@@ -20,32 +21,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-// A group and users of the test's own, removed (by name, which the test chose) when it ends.
-class LocalUsers {
- public:
-  LocalUsers() : tag_("akt" + std::to_string(::getpid() % 100000)) {
-    ok_ = run({"/usr/sbin/groupadd", group()});
-    for (const char* who : {"a", "b", "c"}) {
-      ok_ = ok_ && run({"/usr/sbin/useradd", "--no-create-home", "--no-user-group", "--shell", "/usr/sbin/nologin",
-                        "--gid", who == std::string("c") ? "nogroup" : group(), name(who)});
-      if (ok_) made_.push_back(name(who));
-    }
-  }
-  ~LocalUsers() {
-    for (const std::string& u : made_) run({"/usr/sbin/userdel", u});
-    run({"/usr/sbin/groupdel", group()});
-  }
-  bool ok() const { return ok_; }
-  std::string group() const { return tag_ + "g"; }
-  std::string name(const std::string& who) const { return tag_ + who; }
-
- private:
-  static bool run(const std::vector<std::string>& argv) { return runCommand(argv, {}, 30s).exitCode == 0; }
-  std::string tag_;
-  bool ok_ = false;
-  std::vector<std::string> made_;
-};
 
 class TenantTest : public ::testing::Test {
  protected:
@@ -65,12 +40,10 @@ class TenantTest : public ::testing::Test {
 
   // akactl as user `who` ("a", "b": in the socket's group; "c": not).
   CommandResult as(const std::string& who, const std::vector<std::string>& args, std::chrono::seconds timeout = 60s) {
-    const passwd* pw = ::getpwnam(users_.name(who).c_str());
-    EXPECT_NE(pw, nullptr);
-    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid", std::to_string(pw->pw_uid), "--regid",
-                                     std::to_string(pw->pw_gid), "--init-groups", "--",
-                                     akactlBinary().string(), "--socket", daemon_->paths().socket.string()};
+    EXPECT_NE(users_.uid(who), static_cast<uid_t>(-1));
+    std::vector<std::string> argv = {akactlBinary().string(), "--socket", daemon_->paths().socket.string()};
     argv.insert(argv.end(), args.begin(), args.end());
+    argv = users_.asUser(who, argv);
     // The user's working directory for files akactl writes (export).
     return runCommand(argv, {}, timeout);
   }
@@ -250,9 +223,11 @@ TEST_F(TenantTest, HeldOutConfigurationsReachATenantOnlyAsOpaqueIds) {
   // The same held-out figures in both reports.
   json mine = asJson("a", {"report", run}).at("report");
   json admins = daemon_->ctlJson({"report", run}).at("report");
-  for (const auto& [key, value] : admins.items())
-    if (key.find("held_out") != std::string::npos || key.find("retention") != std::string::npos)
+  for (const auto& [key, value] : admins.items()) {
+    if (key.find("held_out") != std::string::npos || key.find("retention") != std::string::npos) {
       EXPECT_EQ(mine.value(key, json()), value) << key;
+    }
+  }
 }
 
 }  // namespace
