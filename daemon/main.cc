@@ -31,6 +31,7 @@
 #include "daemon/gpu_memory.h"
 #include "daemon/methods.h"
 #include "daemon/pipeline/sandbox_run.h"
+#include "daemon/pipeline/task.h"
 #include "daemon/pipeline_methods.h"
 #include "daemon/scheduler.h"
 #include "daemon/snapshot/store.h"
@@ -119,6 +120,8 @@ int main(int argc, char** argv) {
   // map them into a user namespace of its own (checked at start all the same).
   uid_t sandboxUid = 700000000;
   std::string attemptUids = "700000001-700001000";
+  std::string workspaceSize = "1G";
+  std::uint64_t workspaceInodes = 100000;
   std::string cgroupParent = "akad";
   std::string mountTemplates;
   std::string tenantsFile;
@@ -149,6 +152,13 @@ int main(int argc, char** argv) {
                  "Host uids FIRST-LAST for the attempts' own sandboxes (agent, compile, candidate): each running "
                  "attempt holds one; at least --workers of them; none may be --sandbox-uid")
       ->capture_default_str();
+  app.add_option("--workspace-size", workspaceSize,
+                 "Each agent's workspace is a file system of this size (tmpfs, in the agent's memory limit); 0: "
+                 "a plain folder on the state dir's disk")
+      ->capture_default_str();
+  app.add_option("--workspace-inodes", workspaceInodes, "Files and folders each agent's workspace may hold")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{16}, std::uint64_t{1} << 32));
   app.add_option("--cgroup-parent", cgroupParent,
                  "Cgroup under which every sandbox of this daemon is made (cleaned at start-up)")
       ->capture_default_str();
@@ -177,6 +187,16 @@ int main(int argc, char** argv) {
   // big request buffers go back to the kernel and RSS stays flat across hostile clients.
   ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
+  WorkspaceLimits workspaceLimits;
+  if (!parseSize(workspaceSize, workspaceLimits.bytes)) {
+    log::error("--workspace-size: expected a size such as 512M or 2G (or 0), got \"", workspaceSize, "\"");
+    return 2;
+  }
+  if (workspaceLimits.bytes > 0 && workspaceLimits.bytes < (1u << 20)) {
+    log::error("--workspace-size ", workspaceSize, " is below 1M: no task's files fit");
+    return 2;
+  }
+  workspaceLimits.inodes = workspaceInodes;
   auto attemptRange = parseUidRange(attemptUids);
   if (!attemptRange) {
     log::error("--attempt-uids: ", attemptRange.error().message);
@@ -289,6 +309,7 @@ int main(int argc, char** argv) {
     cfg.sandbox_gid = sandboxUid;
     cfg.tenants = tenants;
     cfg.attempt_uids = *attemptRange;
+    cfg.workspace_limits = workspaceLimits;
     scheduler = std::make_unique<Scheduler>(**store, events, snapshots, leases, cfg);
     if (auto s = scheduler->start(); !s) {
       log::error("cannot start the executor: ", s.error().message);

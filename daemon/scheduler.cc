@@ -27,6 +27,7 @@ Status Scheduler::start() {
   // Whatever sandboxes a previous daemon left in our cgroup parent (after kill -9 the akabox
   // processes die with it, but their cgroups stay), and its mount templates.
   cleanupSandboxLeftovers();
+  removeAttemptLeftovers();
   auto recovered = store_.recoverAttempts(config_.requeue_interrupted);
   if (!recovered) return recovered.error();
   publish(*recovered);
@@ -35,6 +36,20 @@ Status Scheduler::start() {
   for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this, i] { workerLoop(i); });
   log::info("executor started: ", config_.workers, " worker(s), ", gpus_.size(), " GPU(s)");
   return {};
+}
+
+void Scheduler::removeAttemptLeftovers() {
+  // Nothing runs yet: every workspace and every scoring's data under attempts/ is a dead
+  // daemon's. The attempts that get run or scored again make theirs anew.
+  const fs::path attempts = config_.state_dir / "attempts";
+  if (const int n = unmountEverythingUnder(attempts); n > 0) log::info("unmounted ", n, " workspace(s) a previous daemon left");
+  std::error_code ec;
+  for (const auto& a : fs::directory_iterator(attempts, ec)) {
+    std::error_code e;
+    fs::remove_all(a.path() / "workspace", e);
+    for (const auto& d : fs::directory_iterator(a.path(), e))
+      if (d.path().filename().string().rfind("score-", 0) == 0) dropScoringData(d.path());
+  }
 }
 
 void Scheduler::stop() {
@@ -185,6 +200,7 @@ void Scheduler::execute(const AttemptRecord& a) {
       s.attempts_dir = config_.state_dir / "attempts";
       s.snapshots = &snapshots_;
       s.allow_agent_network = config_.allow_agent_network;
+      s.workspace_limits = config_.workspace_limits;
       s.scoring.tasks_root = config_.state_dir / "tasks" / task->content_hash / "def";
       s.scoring.trusted_cache = config_.state_dir / "tasks";
       s.scoring.akacheck = config_.akacheck;

@@ -23,6 +23,7 @@
 #include "daemon/gpu_leases.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/task.h"
+#include "daemon/pipeline/workspace_fs.h"
 #include "daemon/snapshot/store.h"
 #include "daemon/store.h"
 #include "daemon/tenants.h"
@@ -46,6 +47,8 @@ struct SchedulerConfig {
   // Each running attempt's own host uid for its untrusted sandboxes (daemon/uid_pool.h); an
   // empty range runs them as sandbox_uid too.
   UidRange attempt_uids;
+  // The agent's workspace file system (daemon/pipeline/workspace_fs.h).
+  WorkspaceLimits workspace_limits;
 };
 
 // Usage counts over this window (GPU hours per day; fair share's "time used recently").
@@ -72,6 +75,8 @@ class Scheduler {
 
  private:
   void workerLoop(int worker);
+  // At start-up: workspaces (unmounted) and scoring data a killed daemon left under attempts/.
+  void removeAttemptLeftovers();
   // The next attempt by fair share (daemon/fair_share.h), marked running.
   Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> claimNext(
       const std::function<bool(const AttemptRecord&)>& startable);

@@ -12,14 +12,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace akad {
+
+void dropScoringData(const fs::path& scoreRoot) {
+  std::error_code ec;
+  fs::remove_all(scoreRoot / "candidate", ec);
+  for (const char* d : {"gen", "expected", "out", "in-visible", "in-held_out", "ws", "channels", "jit-candidate"})
+    fs::remove_all(scoreRoot / "gates" / d, ec);
+}
+
 namespace {
 
-// Scoring leaves inputs, expected outputs and runner outputs behind: large, and regenerated
-// by every scoring. Logs, plans and the result stay for `akactl logs`.
-void dropScoringData(const fs::path& workDir) {
-  std::error_code ec;
-  for (const char* d : {"gen", "expected", "out", "in-visible", "in-held_out", "ws"}) fs::remove_all(workDir / d, ec);
-}
 
 // The seccomp policies the sandboxes ran under, by content, so a result names exactly what
 // confined the agent.
@@ -54,11 +56,15 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   } else {
     stage("prepare");
     const fs::path ws = dir / "workspace";
+    unmountEverythingUnder(ws);  // what an earlier run of this attempt may have left
     fs::remove_all(ws, ec);
-    if (auto st = prepareAgentWorkspace(task, s.scoring.tasks_root, ws); !st) return st.error();
     // The agent runs as the attempt's own uid (the candidate's), which owns its workspace.
     const uid_t agentUid = s.scoring.candidate_uid != 0 ? s.scoring.candidate_uid : s.scoring.sandbox_uid;
     const gid_t agentGid = s.scoring.candidate_uid != 0 ? s.scoring.candidate_gid : s.scoring.sandbox_gid;
+    // Unmounted and removed when this scope ends, however it ends.
+    auto workspace = Workspace::create(ws, s.workspace_limits, agentUid, agentGid);
+    if (!workspace) return workspace.error();
+    if (auto st = prepareAgentWorkspace(task, s.scoring.tasks_root, ws); !st) return st.error();
     if (agentUid != 0)
       if (auto st = chownTree(ws, agentUid, agentGid); !st) return st.error();
 
@@ -105,7 +111,7 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
     result["snapshot_skipped"] = manifest->skipped;
     if (s.on_snapshot)
       if (auto st = s.on_snapshot(sha); !st) return st.error();
-    fs::remove_all(ws, ec);  // the snapshot is the truth from here on
+    workspace->remove();  // the snapshot is the truth from here on
   }
   result["snapshot"] = sha;
 
@@ -115,6 +121,11 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   const fs::path scoreRoot = dir / ("score-" + randomHex(4));
   const fs::path candidate = scoreRoot / "candidate";
   fs::create_directories(scoreRoot, ec);
+  // The extracted candidate and the scoring's data go on every way out; logs and plans stay.
+  struct DropScoringData {
+    fs::path root;
+    ~DropScoringData() { dropScoringData(root); }
+  } dropOnExit{scoreRoot};
   if (auto st = snapshot::extractArchive(*archive, candidate, snapshot::Limits{}); !st)
     return Error{"snapshot " + sha + " was refused at extraction: " + st.error().message};
   ScoringEnvironment env = s.scoring;
@@ -129,8 +140,6 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   }
   env.on_gate = [&](const std::string& g) { stage("score:" + g); };
   auto scored = scoreCandidate(task, candidate, scoreRoot / "gates", env);
-  dropScoringData(scoreRoot / "gates");
-  fs::remove_all(candidate, ec);
   if (!scored) return scored.error();
   for (auto& [k, v] : scored->items()) result[k] = v;
   result["scoring_dir"] = (scoreRoot / "gates").string();

@@ -18,6 +18,7 @@
 #include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/agent_stage.h"
 #include "daemon/pipeline/score.h"
+#include "daemon/pipeline/workspace_fs.h"
 #include "daemon/pipeline/task.h"
 #include "daemon/snapshot/store.h"
 
@@ -39,6 +40,7 @@ struct AttemptServices {
   std::filesystem::path attempts_dir;  // <state>/attempts
   snapshot::SnapshotStore* snapshots = nullptr;
   bool allow_agent_network = true;  // false (akad --no-agent-network): no agent gets the host network
+  WorkspaceLimits workspace_limits;  // the agent's workspace file system (workspace_fs.h)
   ScoringEnvironment scoring;
   std::function<void(const std::string& stage)> on_stage;
   // Called with the new snapshot's hash; must make it durable before scoring starts.
@@ -52,6 +54,11 @@ struct AttemptServices {
   };
   std::function<Result<StageGpu>(const std::string& stage)> lease_gpu;
 };
+
+// Removes what a scoring leaves in <attempt>/score-*/ besides its logs, plans and result: the
+// extracted candidate, inputs, expected and runner outputs, the compile workspace (large, and
+// made again by every scoring).
+void dropScoringData(const std::filesystem::path& scoreRoot);
 
 // Runs the attempt. Agent failures and failed gates are part of the returned result; an Error
 // means the attempt could not be carried out (set-up failure, corrupt snapshot, cancelled).

@@ -171,7 +171,10 @@ class PipelineDaemon {
     for (int i = 0; i < 50 && !processesMentioning(marker).empty(); ++i) std::this_thread::sleep_for(100ms);
     EXPECT_TRUE(processesMentioning(marker).empty()) << "a sandbox process outlived its attempt";
     EXPECT_TRUE(cgroupsUnder(parent_).empty()) << "a sandbox cgroup was left under " << parent_;
+    EXPECT_TRUE(mountsUnder(paths_.stateDir / "attempts").empty()) << "a workspace file system was left mounted";
   }
+  // Agents' workspaces (and anything else) mounted under <state>/attempts.
+  std::vector<std::string> workspaceMounts() const { return mountsUnder(paths_.stateDir / "attempts"); }
   // The daemon's kept mount templates (akad --mount-templates, default <state>/mount-templates).
   std::vector<std::string> templateMounts() const { return mountsUnder(paths_.stateDir / "mount-templates"); }
 

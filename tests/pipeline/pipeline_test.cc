@@ -442,6 +442,54 @@ TEST(PipelineUidTest, ConcurrentAttemptsRunAsTheirOwnHostUidsAndShareNoPerUidLim
   d.expectNothingLeft();
 }
 
+// An agent that writes more than its workspace may hold gets ENOSPC from the kernel (the
+// workspace is a tmpfs of --workspace-size bytes and --workspace-inodes inodes), and the
+// workspace is gone after the attempt: after it is scored, and after the daemon was killed in
+// the middle of the agent and started again.
+TEST(PipelineDiskTest, AnAgentCannotPassItsWorkspaceSizeOrInodesAndItsWorkspaceIsGoneAfterwards) {
+  PipelineDaemon d("disk", PipelineDaemon::Timing::Quick);
+  d.start({"--workspace-size", "16M", "--workspace-inodes", "3000"});
+  const std::string hog =
+      "head -c 64M /dev/zero > big; echo \"big:$? $(wc -c < big)\"; rm -f big; mkdir many; i=0; "
+      "while [ $i -lt 10000 ] && true > many/f$i 2>/dev/null; do i=$((i+1)); done; echo \"files:$i\"; rm -rf many; "
+      "stat -f -c 'fs:%T' /workspace";
+  const std::string id = d.submit({"cpu/reduction", "--agent-command", hog});
+  ASSERT_EQ(d.ctl({"watch", id}, 600s).exitCode, 0);
+  const json a = d.ctlJson({"status", id}).at("attempts").at(0);
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  const std::string out = d.ctl({"logs", std::to_string(a.at("id").get<long>()), "--stage", "agent"}).out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(big:([0-9]+) ([0-9]+))"))) << out;
+  EXPECT_NE(m[1], "0") << "writing 64 MiB into a 16 MiB workspace succeeded";
+  EXPECT_LE(std::stol(m[2]), 16l << 20) << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(files:([0-9]+))"))) << out;
+  EXPECT_LT(std::stol(m[1]), 3000) << "the agent made more files than its workspace's inodes";
+  EXPECT_GT(std::stol(m[1]), 1000) << out;
+  EXPECT_NE(out.find("fs:tmpfs"), std::string::npos) << out;
+  const fs::path attemptDir = d.paths().stateDir / "attempts" / std::to_string(a.at("id").get<long>());
+  EXPECT_FALSE(fs::exists(attemptDir / "workspace"));
+  EXPECT_TRUE(d.workspaceMounts().empty());
+
+  // Killed mid-agent: the next daemon unmounts and removes the workspace before anything else.
+  const std::string slow = d.submit({"cpu/reduction", "--agent-command", "touch here; sleep 120"});
+  ASSERT_TRUE(waitForStage(d, slow, "agent"));
+  std::vector<std::string> mounted;
+  for (int i = 0; i < 100 && mounted.empty(); ++i) {
+    std::this_thread::sleep_for(100ms);
+    mounted = d.workspaceMounts();
+  }
+  ASSERT_EQ(mounted.size(), 1u) << "the agent's workspace is not a file system of its own";
+  d.kill9();
+  EXPECT_EQ(d.workspaceMounts().size(), 1u);  // a daemon killed with -9 leaves it
+  d.start({"--no-requeue"});
+  EXPECT_TRUE(d.workspaceMounts().empty());
+  const json interrupted = d.ctlJson({"status", slow}).at("attempts").at(0);
+  EXPECT_EQ(interrupted.at("state"), "interrupted") << interrupted.dump();
+  EXPECT_FALSE(fs::exists(d.paths().stateDir / "attempts" / std::to_string(interrupted.at("id").get<long>()) / "workspace"));
+  d.stop();
+  d.expectNothingLeft();
+}
+
 TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
   PipelineDaemon d("restart", PipelineDaemon::Timing::Quick);
   d.start();
