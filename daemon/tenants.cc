@@ -1,5 +1,4 @@
 #include "daemon/tenants.h"
-#include "daemon/yaml_file.h"
 
 #include <pwd.h>
 
@@ -10,6 +9,7 @@
 #include "common/log.h"
 #include "common/protocol.h"
 #include "daemon/store.h"
+#include "daemon/yaml_file.h"
 
 namespace akad {
 

@@ -1,10 +1,11 @@
 #include "daemon/pipeline/agent.h"
-#include "daemon/yaml_file.h"
 
 #include <algorithm>
 #include <regex>
 
 #include <yaml-cpp/yaml.h>
+
+#include "daemon/yaml_file.h"
 
 namespace fs = std::filesystem;
 

@@ -70,6 +70,8 @@ Result<Task> loadTask(const std::filesystem::path& dir);
 
 // SHA-256 over every file under dir: relative path, kind, executable bit and content, in
 // byte order of paths. Symlinks count by their target text.
+// How many times taskContentHash read a tree's files (and did not answer from its cache).
+std::uint64_t taskTreesHashed();
 Result<std::string> taskContentHash(const std::filesystem::path& dir);
 
 // Every task under tasksRoot/<suite>/<task>/task.yaml, loaded; a task that fails to load is

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -54,6 +55,29 @@ TEST_F(TaskFileTest, ATaskYamlThatIsADirectoryIsRefusedNotACrash) {
   auto t = loadTask(dir_);
   ASSERT_FALSE(t);
   EXPECT_NE(t.error().message.find("not a regular file"), std::string::npos) << t.error().message;
+}
+
+// tasks.list and run.submit load every task they name: an unchanged task folder is hashed once,
+// and any change to it, however soon, gives the new hash.
+TEST_F(TaskFileTest, AnUnchangedTaskIsHashedOnceAndAnyChangeIsSeen) {
+  std::ofstream(dir_ / "task.yaml") << valid();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // older than the cache's one-second guard
+  auto first = loadTask(dir_);
+  ASSERT_TRUE(first) << first.error().message;
+  const std::uint64_t hashed = taskTreesHashed();
+  auto again = loadTask(dir_);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->content_hash, first->content_hash);
+  EXPECT_EQ(taskTreesHashed(), hashed) << "an unchanged task was read again";
+  // Same size, written at once: the change is seen.
+  std::ofstream(dir_ / "workspace" / "kernel.cpp", std::ios::trunc) << "// BASELINE\n";
+  auto changed = loadTask(dir_);
+  ASSERT_TRUE(changed);
+  EXPECT_NE(changed->content_hash, first->content_hash);
+  std::ofstream(dir_ / "workspace" / "kernel.cpp", std::ios::trunc) << "// baseline\n";
+  auto back = loadTask(dir_);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->content_hash, first->content_hash);
 }
 
 TEST_F(TaskFileTest, ValidTaskLoadsWithTypedConfigsAndAContentHash) {

@@ -483,14 +483,18 @@ std::vector<GroupPlan> groupsOf(const std::string& mode, const akaplan::Plan& pl
 class Listener {
  public:
   explicit Listener(const std::string& path) : path_(path) {
+    // The worker runs as another user in another sandbox and must be able to connect, so the
+    // socket appears under its name only once it is open to others: bound and made 0666 under a
+    // temporary name, then renamed (the worker waits while the name is absent).
+    const std::string tmp = path + ".tmp";
     ::unlink(path.c_str());
+    ::unlink(tmp.c_str());
     fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-    const sockaddr_un a = akachan::socketAddress(path);
-    if (bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 1) != 0)
+    const sockaddr_un a = akachan::socketAddress(tmp);
+    if (bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 1) != 0 ||
+        ::chmod(tmp.c_str(), 0666) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0)
       throw std::runtime_error("cannot listen on " + path + ": " + std::strerror(errno));
-    // The worker runs as another user in another sandbox: it must be able to connect.
-    ::chmod(path.c_str(), 0666);
   }
   ~Listener() {
     if (fd_ >= 0) close(fd_);

@@ -414,13 +414,17 @@ def groups_of(mode, plan):
 class Listener:
     def __init__(self, path):
         self.path = path
-        if os.path.lexists(path):
-            os.unlink(path)
+        # The worker runs as another user in another sandbox and must be able to connect, so
+        # the socket gets its name only once it is open to others (the worker waits meanwhile).
+        tmp = path + ".tmp"
+        for p in (path, tmp):
+            if os.path.lexists(p):
+                os.unlink(p)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
+        self.sock.bind(tmp)
         self.sock.listen(1)
-        # The worker runs as another user in another sandbox: it must be able to connect.
-        os.chmod(path, 0o666)
+        os.chmod(tmp, 0o666)
+        os.rename(tmp, path)
 
     def accept(self, timeout_s, local):
         deadline = time.monotonic() + timeout_s
