@@ -49,6 +49,13 @@ TEST(TenantLimits, PolicyFileSetsDefaultsAndPerTenantOverrides) {
   }
 }
 
+TEST(TenantLimits, TheShippedExamplePolicyLoadsAndStatesTheBuiltInLimits) {
+  auto p = loadTenantPolicy(std::filesystem::path(AKAD_SOURCE_TASKS).parent_path() / "policies" / "tenants.example.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_TRUE(p->admins.empty());
+  EXPECT_EQ(p->defaults.toJson(), TenantLimits{}.toJson());
+}
+
 TEST(TenantLimits, BadLimitsAreRefusedWithEveryProblemNamed) {
   test::TempDir dir;
   auto p = policyFrom(dir,
