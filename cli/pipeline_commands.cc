@@ -380,8 +380,9 @@ void addPipelineCommands(CLI::App& app, int& exitCode) {
   auto logsStage = std::make_shared<std::string>();
   auto* logs = app.add_subcommand("logs", "An attempt's logs (agent, compile, correctness, ...)");
   logs->add_option("attempt", *logsAttempt, "Attempt number")->required()->check(CLI::PositiveNumber);
-  logs->add_option("--stage", *logsStage, "agent, compile, generate, correctness, performance or held_out")
-      ->check(CLI::IsMember({"agent", "compile", "generate", "correctness", "performance", "held_out", "all"}));
+  logs->add_option("--stage", *logsStage,
+                   "agent, network (the egress proxy's log), compile, generate, correctness, performance or held_out")
+      ->check(CLI::IsMember({"agent", "network", "compile", "generate", "correctness", "performance", "held_out", "all"}));
   logs->callback([&exitCode, logsAttempt, logsStage] { exitCode = runLogs(*logsAttempt, *logsStage); });
 
   auto reproSha = std::make_shared<std::string>();

@@ -120,6 +120,7 @@ std::vector<AttemptOutcome> outcomesOf(const std::vector<AttemptRecord>& attempt
 std::vector<fs::path> logFilesFor(const fs::path& attemptDir, const std::string& stage) {
   std::vector<fs::path> files;
   if (stage == "agent") return {attemptDir / "logs" / "agent.out", attemptDir / "logs" / "agent.err"};
+  if (stage == "network") return {attemptDir / "logs" / "network.jsonl"};
   std::vector<fs::path> scorings;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(attemptDir, ec))
@@ -308,14 +309,14 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     if (*id < 0) return invalid("missing parameter \"id\" (an attempt number)");
     auto stage = proto::optionalString(params, "stage");
     if (!stage) return stage.error();
-    static const std::set<std::string> stages = {"agent", "compile", "generate", "correctness", "performance", "held_out", "all"};
+    static const std::set<std::string> stages = {"agent", "network", "compile", "generate", "correctness", "performance", "held_out", "all"};
     const std::string which = stage->value_or("all");
-    if (!stages.count(which)) return invalid("parameter \"stage\" must be one of agent, compile, generate, correctness, performance, held_out, all");
+    if (!stages.count(which)) return invalid("parameter \"stage\" must be one of agent, network, compile, generate, correctness, performance, held_out, all");
     auto a = attemptFor(ctx, peer, *id);
     if (!a) return a.error();
     const fs::path dir = ctx.stateDir / "attempts" / std::to_string(*id);
     std::vector<fs::path> files;
-    for (const std::string& st : which == "all" ? std::vector<std::string>{"agent", "scoring"} : std::vector<std::string>{which}) {
+    for (const std::string& st : which == "all" ? std::vector<std::string>{"agent", "network", "scoring"} : std::vector<std::string>{which}) {
       auto part = logFilesFor(dir, st);
       files.insert(files.end(), part.begin(), part.end());
     }
@@ -407,7 +408,7 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     json agents = json::array();
     for (const auto& a : listAgents(ctx.agentsDir))
-      agents.push_back({{"name", a.name}, {"description", a.description}, {"network", a.network_host ? "host" : "none"},
+      agents.push_back({{"name", a.name}, {"description", a.description}, {"network", a.network_host ? "host" : a.network_allow ? "allow" : "none"},
                         {"time_limit_s", a.time_limit_s}, {"credentials", a.credentials}, {"template", a.template_only}});
     return json{{"agents", agents}};
   });

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "daemon/pipeline/egress_proxy.h"
 #include "daemon/yaml_file.h"
 
 namespace fs = std::filesystem;
@@ -29,8 +30,19 @@ Result<AgentDefinition> loadAgent(const fs::path& file) {
     if (!cmd || !cmd.IsSequence() || cmd.size() == 0) return bad("command", "must be a non-empty list (argv)");
     for (const auto& c : cmd) a.command.push_back(c.as<std::string>());
     const std::string net = root["network"] ? root["network"].as<std::string>() : "none";
-    if (net != "none" && net != "host") return bad("network", "must be none or host");
+    if (net != "none" && net != "host" && net != "allow") return bad("network", "must be none, allow or host");
     a.network_host = net == "host";
+    a.network_allow = net == "allow";
+    if (const YAML::Node allow = root["allow"]) {
+      if (!a.network_allow) return bad("allow", "is for network: allow only");
+      if (!allow.IsSequence()) return bad("allow", "must be a list of host:port entries");
+      for (const auto& e : allow) {
+        const std::string entry = e.as<std::string>();
+        if (auto r = parseEgressRule(entry); !r) return bad("allow", r.error().message);
+        a.allow.push_back(entry);
+      }
+    }
+    if (a.network_allow && a.allow.empty()) return bad("allow", "network: allow needs a list of host:port entries");
     if (root["time_limit_s"]) a.time_limit_s = root["time_limit_s"].as<double>();
     if (a.time_limit_s <= 0) return bad("time_limit_s", "must be positive");
     if (root["mount_solution"]) a.mount_solution = root["mount_solution"].as<bool>();

@@ -17,6 +17,10 @@ struct AgentDefinition {
   std::string description;
   std::vector<std::string> command;
   bool network_host = false;
+  // `network: allow`: the hosts the agent may reach through the egress proxy, "host:port" or
+  // "host:port private" (egress_proxy.h).
+  bool network_allow = false;
+  std::vector<std::string> allow;
   double time_limit_s = 600;
   bool mount_solution = false;  // only the `reference` agent: the task's solution at /solution
   std::vector<std::string> credentials;  // environment variables the user must provide

@@ -106,6 +106,8 @@ fs::path akaboxPath() {
   return "akabox";
 }
 
+fs::path netBridgePath() { return akaboxPath().parent_path() / "akanet-bridge"; }
+
 std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest& r) {
   std::vector<std::string> a = {akabox.string(), "run"};
   auto add = [&](const std::string& flag, const std::string& value) {

@@ -68,6 +68,9 @@ const std::string& mountTemplateDir();
 // A warning in the log when it does not succeed.
 void cleanupSandboxLeftovers();
 
+// akanet-bridge (sandbox/net_bridge.cc): beside akabox, installed or in the build tree.
+std::filesystem::path netBridgePath();
+
 struct SandboxOutcome {
   nlohmann::json result;  // akabox's result JSON (docs/akabox.md)
   std::string status;     // exited | signaled | wall-timeout | cpu-timeout | oom | output-limit | setup-failed

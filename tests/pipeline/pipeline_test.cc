@@ -3,12 +3,18 @@
 // process or cgroup of its daemon is left behind.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -348,6 +354,111 @@ TEST(PipelineNetworkTest, NoAgentNetworkKeepsAHostNetworkAgentOffTheNetwork) {
   json a = d.runOne({"cpu/reduction", "--agent", "nethost"});
   ASSERT_EQ(a.at("state"), "scored") << a.dump();
   EXPECT_EQ(result(a).at("agent").at("exit_code"), 0) << "the agent saw interfaces besides lo: " << result(a).at("agent").dump();
+  d.stop();
+  d.expectNothingLeft();
+}
+
+// An HTTP server on the host's loopback for the network tests: answers "hello" to every
+// request and keeps the request lines it saw.
+class HttpStub {
+ public:
+  HttpStub() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    ::listen(fd_, 8);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) continue;
+        char buf[4096];
+        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n > 0) {
+          std::lock_guard lock(mutex_);
+          const std::string req(buf, static_cast<std::size_t>(n));
+          lines_.push_back(req.substr(0, req.find("\r\n")));
+        }
+        static const char kReply[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+        ::send(c, kReply, sizeof kReply - 1, MSG_NOSIGNAL);
+        ::close(c);
+      }
+    });
+  }
+  ~HttpStub() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+  std::thread thread_;
+};
+
+// An agent whose network is `allow` reaches the listed host:port through the egress proxy and
+// nothing else: not a host:port off its list, not the host's loopback directly; both the
+// connection and the refusal are in the attempt's network log and in its result.
+TEST(PipelineNetworkTest, AnAllowListedAgentReachesItsHostThroughTheProxyAndNothingElse) {
+  HttpStub listed, unlisted;
+  const std::string a = std::to_string(listed.port()), b = std::to_string(unlisted.port());
+  PipelineDaemon d("allow", PipelineDaemon::Timing::Quick);
+  const fs::path agents = d.scratch("agents");
+  const std::string script =
+      "import os, socket, urllib.request, urllib.error\n"
+      "for k in ('no_proxy', 'NO_PROXY'): os.environ.pop(k, None)\n"
+      "def get(url):\n"
+      "    try:\n"
+      "        return 'ok ' + urllib.request.urlopen(url, timeout=10).read().decode()\n"
+      "    except urllib.error.HTTPError as e:\n"
+      "        return 'http %d' % e.code\n"
+      "    except Exception as e:\n"
+      "        return 'error ' + type(e).__name__\n"
+      "print('listed:', get('http://127.0.0.1:" + a + "/ok'), flush=True)\n"
+      "print('unlisted:', get('http://127.0.0.1:" + b + "/no'), flush=True)\n"
+      "s = socket.socket(); s.settimeout(3)\n"
+      "try:\n"
+      "    s.connect(('127.0.0.1', " + a + ")); print('direct: connected')\n"
+      "except Exception as e:\n"
+      "    print('direct:', type(e).__name__)\n";
+  std::ofstream(agents / "fetcher.yaml") << "name: fetcher\n"
+                                            "description: fetches one listed and one unlisted URL\n"
+                                            "command: [\"python3\", \"-c\", " << json(script).dump() << "]\n"
+                                            "network: allow\n"
+                                            "allow: [\"127.0.0.1:" << a << " private\"]\n"
+                                            "time_limit_s: 60\n";
+  d.start({"--agents-dir", agents.string()});
+  json at = d.runOne({"cpu/reduction", "--agent", "fetcher"});
+  ASSERT_EQ(at.at("state"), "scored") << at.dump();
+  const std::string id = std::to_string(at.at("id").get<long>());
+  const std::string out = d.ctl({"logs", id, "--stage", "agent"}).out;
+  EXPECT_NE(out.find("listed: ok hello"), std::string::npos) << out;
+  EXPECT_NE(out.find("unlisted: http 403"), std::string::npos) << out;
+  EXPECT_NE(out.find("direct: ConnectionRefusedError"), std::string::npos) << out;
+  EXPECT_EQ(listed.lines(), std::vector<std::string>{"GET /ok HTTP/1.1"});
+  EXPECT_TRUE(unlisted.lines().empty()) << "a host:port off the list was reached";
+  const json network = result(at).at("agent").at("network");
+  EXPECT_EQ(network.at("connections"), 1) << network.dump();
+  EXPECT_EQ(network.at("denied"), 1) << network.dump();
+  const std::string log = d.ctl({"logs", id, "--stage", "network"}).out;
+  EXPECT_NE(log.find("\"allowed\":true"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"port\":" + b), std::string::npos) << log;
+  EXPECT_NE(log.find("is not on the agent's allow list"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(d.paths().stateDir / "attempts" / id / "net")) << "the proxy's socket folder was left";
   d.stop();
   d.expectNothingLeft();
 }
