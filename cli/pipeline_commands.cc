@@ -151,6 +151,12 @@ int runResults(const std::string& id) {
     if (!r.is_object()) continue;
     if (r.contains("snapshot")) std::cout << "  snapshot " << str(r, "snapshot") << "\n";
     if (r.contains("agent")) std::cout << "  agent    " << str(r["agent"], "summary") << (r["agent"].value("timed_out", false) ? " (timed out)" : "") << "\n";
+    if (r.contains("agent") && r["agent"].contains("network")) {
+      const json& n = r["agent"]["network"];
+      std::cout << "  network  " << n.value("connections", 0) << " connection(s), " << n.value("denied", 0)
+                << " refused, " << n.value("bytes_up", 0) << " bytes out, " << n.value("bytes_down", 0)
+                << " bytes in (akactl logs ATTEMPT --stage network)\n";
+    }
     // Named copies: a range-for over value(...).items() would iterate a destroyed temporary.
     const json gates = r.value("gates", json::object());
     for (const auto& [name, g] : gates.items()) {

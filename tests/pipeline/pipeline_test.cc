@@ -459,6 +459,8 @@ TEST(PipelineNetworkTest, AnAllowListedAgentReachesItsHostThroughTheProxyAndNoth
   EXPECT_NE(log.find("\"port\":" + b), std::string::npos) << log;
   EXPECT_NE(log.find("is not on the agent's allow list"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(d.paths().stateDir / "attempts" / id / "net")) << "the proxy's socket folder was left";
+  const std::string results = d.ctl({"results", at.at("run_id").get<std::string>()}).out;
+  EXPECT_NE(results.find("network  1 connection(s), 1 refused"), std::string::npos) << results;
   d.stop();
   d.expectNothingLeft();
 }
