@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/prepare.h"
 #include "daemon/pipeline/task.h"
 
@@ -171,6 +172,41 @@ TEST(SizeTest, ParsesUnits) {
   EXPECT_EQ(v, 4ull << 30);
   EXPECT_FALSE(parseSize("4X", v));
   EXPECT_FALSE(parseSize("", v));
+}
+
+// Agent files are refused at the border too; every shipped one loads, and the network field's
+// rules hold.
+TEST(RepositoryAgents, EveryShippedAgentLoadsAndTheCliTemplatesReachOnlyTheirApis) {
+  const fs::path dir = fs::path(AKAD_SOURCE_TASKS).parent_path() / "images" / "agents";
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".yaml") continue;
+    auto a = loadAgent(e.path());
+    EXPECT_TRUE(a) << e.path() << ": " << (a ? "" : a.error().message);
+    ++n;
+  }
+  EXPECT_GE(n, 6);
+  auto claude = loadAgent(dir / "claude-code.yaml");
+  ASSERT_TRUE(claude);
+  EXPECT_TRUE(claude->network_allow);
+  EXPECT_EQ(claude->allow, std::vector<std::string>{"api.anthropic.com:443"});
+}
+
+TEST_F(TaskFileTest, AgentNetworkEntriesAreCheckedAtTheBorder) {
+  auto write = [&](const std::string& body) {
+    std::ofstream(root_ / "x.yaml") << "name: x\ncommand: [\"true\"]\n" << body;
+    return loadAgent(root_ / "x.yaml");
+  };
+  EXPECT_TRUE(write("network: allow\nallow: [\"example.com:443\", \"10.0.0.5:8080 private\"]\n"));
+  for (const char* bad : {"network: allow\n", "network: allow\nallow: [\"example.com\"]\n",
+                          "network: none\nallow: [\"example.com:443\"]\n", "network: wide\n",
+                          "network: allow\nallow: \"example.com:443\"\n"}) {
+    auto a = write(bad);
+    EXPECT_FALSE(a) << bad;
+    if (!a) {
+      EXPECT_NE(a.error().message.find("x.yaml"), std::string::npos) << a.error().message;
+    }
+  }
 }
 
 TEST(RepositoryTasks, EveryShippedTaskLoads) {
