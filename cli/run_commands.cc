@@ -29,6 +29,8 @@ struct SubmitArgs {
   std::vector<std::string> passEnv;
   std::string gpuModel;
   double agentTimeLimit = 0;
+  std::string network;
+  std::vector<std::string> allow;
   bool watch = false;
   bool wait = false;
 };
@@ -78,6 +80,8 @@ int runSubmit(const SubmitArgs& a) {
   }
   if (!a.gpuModel.empty()) options["gpu_model"] = a.gpuModel;
   if (a.agentTimeLimit > 0) options["agent_time_limit_s"] = a.agentTimeLimit;
+  if (!a.network.empty()) options["network"] = a.network;
+  if (!a.allow.empty()) options["allow"] = a.allow;
   json params{{"tasks", a.tasks}, {"attempts", a.attempts}, {"options", options}};
   if (!a.agent.empty()) params["agent"] = a.agent;
   if (!a.agentCommand.empty()) params["agent_command"] = a.agentCommand;
@@ -200,6 +204,9 @@ void addRunCommands(CLI::App& app, int& exitCode) {
   sub->add_option("--gpu-model", submit->gpuModel, "Lease only GPUs whose model contains this text");
   sub->add_option("--agent-time-limit", submit->agentTimeLimit, "Seconds the agent may run (default: the agent's and task's limits)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--network", submit->network, "Narrow the agent's network: none or allow (never more than its own)")
+      ->check(CLI::IsMember({"none", "allow", "host"}));
+  sub->add_option("--allow", submit->allow, "Narrow the agent's allow list to these host:port entries (repeatable)");
   sub->callback([&exitCode, submit] { exitCode = runSubmit(*submit); });
 
   auto statusRun = std::make_shared<std::string>();

@@ -15,7 +15,7 @@ std::optional<std::size_t> chooseFairShare(const std::vector<QueuedAttempt>& que
     const QueuedAttempt& q = queued[i];
     if (firstOf.count(q.submitterUid)) continue;  // the tenant's oldest is already found
     auto& lim = limits[q.submitterUid];
-    if (!lim) lim = in.limits ? in.limits(q.submitterUid) : TenantLimits{0, 0, 0, 0, 0, 0};
+    if (!lim) lim = in.limits ? in.limits(q.submitterUid) : TenantLimits::unlimited();
     auto u = in.usage.find(q.submitterUid);
     const TenantUsage used = u == in.usage.end() ? TenantUsage{} : u->second;
     if (lim->max_concurrent_attempts > 0 && used.running >= lim->max_concurrent_attempts) continue;

@@ -7,6 +7,7 @@
 #include "daemon/gpu_leases.h"
 #include "daemon/held_out_view.h"
 #include "daemon/pipeline/agent.h"
+#include "daemon/pipeline/egress_proxy.h"
 #include "daemon/scheduler.h"
 
 namespace akad {
@@ -45,12 +46,20 @@ Status checkRunOptions(const json& options) {
     } else if (key == "gpu_model") {
       if (!value.is_string() || value.get<std::string>().size() > 128)
         return invalid("option \"gpu_model\" must be a string");
+    } else if (key == "network") {
+      if (!value.is_string() || !parseNetworkLevel(value.get<std::string>()))
+        return invalid("option \"network\" must be \"none\", \"allow\" or \"host\" (it may only narrow the agent's)");
+    } else if (key == "allow") {
+      if (!value.is_array() || value.size() > 100) return invalid("option \"allow\" must be a list of host:port entries");
+      for (const auto& e : value)
+        if (!e.is_string() || !parseEgressRule(e.get<std::string>()))
+          return invalid("option \"allow\" must be a list of host:port entries, got " + e.dump());
     } else if (key == "credentials") {
       if (!value.is_object()) return invalid("option \"credentials\" must be an object of strings");
       for (const auto& [k, v] : value.items())
         if (!v.is_string() || k.empty() || k.size() > 128) return invalid("option \"credentials\" must map names to strings");
     } else {
-      return invalid("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials)");
+      return invalid("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials, network, allow)");
     }
   }
   return {};
@@ -107,7 +116,10 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
   // Without an agent the run scores the untouched baseline.
   if (!*agent && !*command) *agent = "noop";
   if (*agent && !ctx.agentsDir.empty()) {
-    if (auto a = findAgent(ctx.agentsDir, **agent); !a) return invalid(a.error().message);
+    auto a = findAgent(ctx.agentsDir, **agent);
+    if (!a) return invalid(a.error().message);
+    // The run's network options may only narrow the agent's: checked now, applied by the executor.
+    if (auto s = applyRunNetwork(*a, options); !s) return invalid(s.error().message);
   }
   auto ids = catalog.resolve(selectors);
   if (!ids) return ids.error();
@@ -142,6 +154,24 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
                     {"label", run.label},
                     {"options", options}};
   return run;
+}
+
+// The tenant's agent_network limit against the agent's network as the run narrows it.
+Status checkAgentNetwork(DaemonContext& ctx, const Peer& peer, const NewRun& run) {
+  if (!run.agent || ctx.agentsDir.empty()) return {};  // ad-hoc commands have no network
+  auto agent = findAgent(ctx.agentsDir, *run.agent);
+  if (!agent) return invalid(agent.error().message);
+  if (auto s = applyRunNetwork(*agent, run.params.value("options", json::object())); !s) return invalid(s.error().message);
+  const std::string cap = ctx.tenants.limitsFor(peer.uid).agent_network;
+  auto capLevel = parseNetworkLevel(cap);
+  if (capLevel && networkLevel(*agent) > *capLevel) {
+    log::warn("refused: uid ", peer.uid, " asked for agent ", agent->name, " with network ",
+              networkLevelName(networkLevel(*agent)), " over its limit ", cap);
+    return Error{"agent '" + agent->name + "' has network '" + networkLevelName(networkLevel(*agent)) +
+                     "'; your limit is '" + cap + "' (akactl quota; narrow it with --network)",
+                 proto::kQuotaExceeded};
+  }
+  return {};
 }
 
 Result<std::string> readRunId(const json& params, std::initializer_list<std::string_view> allowed) {
@@ -235,6 +265,7 @@ void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
     in->submitterUid = peer.uid;
     in->submitterGid = peer.gid;
     if (auto s = applyTenantLimits(*in, peer, ctx.tenants); !s) return s.error();
+    if (auto s = checkAgentNetwork(ctx, peer, *in); !s) return s.error();
     // Secrets stay out of the store: the executor keeps them in memory for this run only.
     std::map<std::string, std::string> credentials;
     if (in->params["options"].contains("credentials")) {

@@ -189,6 +189,15 @@ void Scheduler::execute(const AttemptRecord& a) {
     else if (!image) outcome = image.error();
     else {
       plan.agent = *agent;
+      // The run may have narrowed the agent's network (checked at submit); the tenant's limit
+      // applies again in case the policy changed since.
+      if (auto st = applyRunNetwork(plan.agent, params.value("options", json::object())); !st) {
+        log::warn("attempt ", a.id, ": ", st.error().message, "; the agent runs without network");
+        capNetwork(plan.agent, NetworkLevel::None);
+      }
+      if (auto cap = parseNetworkLevel(config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)).agent_network)) {
+        if (capNetwork(plan.agent, *cap)) log::info("attempt ", a.id, ": the agent's network is capped to ", networkLevelName(*cap));
+      }
       // The tenant's ceiling caps the agent's time, asked for or by default (run.submit refuses
       // to ask above it).
       if (const double cap = config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)).max_agent_time_s; cap > 0) {

@@ -27,7 +27,7 @@ Status TenantPolicy::mustBeAdmin(const Peer& peer, const std::string& action) co
 }
 
 TenantLimits TenantPolicy::limitsFor(uid_t uid) const {
-  if (isAdmin(uid)) return TenantLimits{0, 0, 0, 0, 0, 0};
+  if (isAdmin(uid)) return TenantLimits::unlimited();
   auto it = tenants.find(uid);
   return it == tenants.end() ? defaults : it->second;
 }
@@ -38,7 +38,8 @@ nlohmann::json TenantLimits::toJson() const {
           {"max_agent_time_s", max_agent_time_s},
           {"max_connections", max_connections},
           {"requests_per_second", requests_per_second},
-          {"gpu_hours_per_day", gpu_hours_per_day}};
+          {"gpu_hours_per_day", gpu_hours_per_day},
+          {"agent_network", agent_network}};
 }
 
 Status applyTenantLimits(NewRun& run, const Peer& peer, const TenantPolicy& policy) {
@@ -102,10 +103,15 @@ TenantLimits readLimits(const YAML::Node& node, const std::string& where, Tenant
     else if (key == "max_agent_time_s") readLimit(kv.second, at, false, 86400, base.max_agent_time_s, problems);
     else if (key == "requests_per_second") readLimit(kv.second, at, false, 1e6, base.requests_per_second, problems);
     else if (key == "gpu_hours_per_day") readLimit(kv.second, at, false, 1e6, base.gpu_hours_per_day, problems);
+    else if (key == "agent_network") {
+      const std::string v = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
+      if (v != "none" && v != "allow" && v != "host") problems.push_back(at + " must be none, allow or host");
+      else base.agent_network = v;
+    }
     else
       problems.push_back("unknown limit '" + at +
                          "' (known: max_queued_attempts, max_concurrent_attempts, max_agent_time_s, "
-                         "max_connections, requests_per_second, gpu_hours_per_day)");
+                         "max_connections, requests_per_second, gpu_hours_per_day, agent_network)");
   }
   return base;
 }

@@ -29,7 +29,14 @@ struct TenantLimits {
   std::int64_t max_connections = 64;         // open connections to the socket
   double requests_per_second = 100;          // sustained; a burst of twice that (at least 10) is allowed
   double gpu_hours_per_day = 0;              // GPU lease time over the last 24 hours
+  std::string agent_network = "allow";       // the most network its agents may have: none, allow, host
   nlohmann::json toJson() const;
+  // No limit on anything: an admin's.
+  static TenantLimits unlimited() {
+    TenantLimits l{0, 0, 0, 0, 0, 0};
+    l.agent_network = "host";
+    return l;
+  }
 };
 
 struct TenantPolicy {

@@ -61,6 +61,64 @@ Result<AgentDefinition> loadAgent(const fs::path& file) {
   return a;
 }
 
+NetworkLevel networkLevel(const AgentDefinition& a) {
+  return a.network_host ? NetworkLevel::Host : a.network_allow ? NetworkLevel::Allow : NetworkLevel::None;
+}
+
+const char* networkLevelName(NetworkLevel level) {
+  return level == NetworkLevel::Host ? "host" : level == NetworkLevel::Allow ? "allow" : "none";
+}
+
+Result<NetworkLevel> parseNetworkLevel(const std::string& text) {
+  if (text == "none") return NetworkLevel::None;
+  if (text == "allow") return NetworkLevel::Allow;
+  if (text == "host") return NetworkLevel::Host;
+  return Error{"a network is none, allow or host, got '" + text + "'"};
+}
+
+Status restrictNetwork(AgentDefinition& a, NetworkLevel level, const std::vector<std::string>& allow) {
+  const NetworkLevel has = networkLevel(a);
+  if (level > has)
+    return Error{std::string("agent '") + a.name + "' has network '" + networkLevelName(has) + "'; a run may not give it '" +
+                 networkLevelName(level) + "'"};
+  if (level == NetworkLevel::Allow && has == NetworkLevel::Host)
+    return Error{"agent '" + a.name + "' has the host network and no allow list to narrow it to"};
+  if (!allow.empty()) {
+    if (level != NetworkLevel::Allow) return Error{"an allow list narrows network: allow only"};
+    for (const std::string& e : allow)
+      if (std::find(a.allow.begin(), a.allow.end(), e) == a.allow.end())
+        return Error{"'" + e + "' is not on agent '" + a.name + "''s allow list; a run may only narrow it"};
+    a.allow = allow;
+  }
+  a.network_host = level == NetworkLevel::Host;
+  a.network_allow = level == NetworkLevel::Allow;
+  if (level != NetworkLevel::Allow) a.allow.clear();
+  return {};
+}
+
+Status applyRunNetwork(AgentDefinition& a, const nlohmann::json& options) {
+  if (!options.is_object() || (!options.contains("network") && !options.contains("allow"))) return {};
+  NetworkLevel level = networkLevel(a);
+  if (auto n = options.find("network"); n != options.end() && n->is_string()) {
+    auto parsed = parseNetworkLevel(n->get<std::string>());
+    if (!parsed) return parsed.error();
+    level = *parsed;
+  }
+  std::vector<std::string> allow;
+  if (auto l = options.find("allow"); l != options.end() && l->is_array())
+    for (const auto& e : *l)
+      if (e.is_string()) allow.push_back(e.get<std::string>());
+  return restrictNetwork(a, level, allow);
+}
+
+bool capNetwork(AgentDefinition& a, NetworkLevel cap) {
+  const NetworkLevel has = networkLevel(a);
+  if (has <= cap) return false;
+  const NetworkLevel to = has == NetworkLevel::Host && cap == NetworkLevel::Allow ? NetworkLevel::None : cap;
+  (void)restrictNetwork(a, to, {});
+  return true;
+}
+
 Result<AgentDefinition> findAgent(const fs::path& agentsDir, const std::string& name) {
   static const std::regex nameRe("[a-z0-9][a-z0-9_-]{0,63}");
   if (!std::regex_match(name, nameRe)) return Error{"agent name '" + name + "' must match [a-z0-9][a-z0-9_-]*"};

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/result.h"
 
 namespace akad {
@@ -27,6 +29,22 @@ struct AgentDefinition {
   std::map<std::string, std::string> env;
   bool template_only = false;  // a real CLI agent: needs network and keys to be useful
 };
+
+// How much network an agent has: none < allow (its list, through the egress proxy) < host.
+enum class NetworkLevel { None = 0, Allow = 1, Host = 2 };
+NetworkLevel networkLevel(const AgentDefinition& agent);
+const char* networkLevelName(NetworkLevel level);
+Result<NetworkLevel> parseNetworkLevel(const std::string& text);
+// Narrows the agent's network to at most `level` and, when `allow` is not empty, to those of
+// its allow-list entries (which must all be on its list). Widening is an error: a run may take
+// network away from an agent, never give it more.
+Status restrictNetwork(AgentDefinition& agent, NetworkLevel level, const std::vector<std::string>& allow);
+// The run's options `network` and `allow` (akactl submit --network, --allow), applied with
+// restrictNetwork; absent options change nothing.
+Status applyRunNetwork(AgentDefinition& agent, const nlohmann::json& options);
+// Takes the agent down to `cap` where it has more (host over an allow cap becomes none: it has
+// no list). Returns whether it changed anything.
+bool capNetwork(AgentDefinition& agent, NetworkLevel cap);
 
 Result<AgentDefinition> loadAgent(const std::filesystem::path& file);
 // Finds <agentsDir>/<name>.yaml; the name must be [a-z0-9_-]+.

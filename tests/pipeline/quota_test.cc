@@ -65,7 +65,13 @@ class QuotaTest : public ::testing::Test {
   void start(const std::string& policy) {
     const fs::path file = daemon_->scratch("policy") / "tenants.yaml";
     std::ofstream(file) << policy;
-    daemon_->start({"--socket-group", users_.group(), "--tenants", file.string()});
+    // Agents of the test's own: one that asks for the host's network.
+    const fs::path agents = daemon_->scratch("agents");
+    std::ofstream(agents / "nethost.yaml") << "name: nethost\ndescription: wants the host network\n"
+                                              "command: [\"/bin/true\"]\nnetwork: host\ntime_limit_s: 30\n";
+    std::ofstream(agents / "noop.yaml") << "name: noop\ndescription: nothing\ncommand: [\"/bin/true\"]\n"
+                                           "network: none\ntime_limit_s: 30\n";
+    daemon_->start({"--socket-group", users_.group(), "--tenants", file.string(), "--agents-dir", agents.string()});
   }
   void TearDown() override {
     if (!daemon_) return;
@@ -123,6 +129,17 @@ TEST_F(QuotaTest, EachLimitRefusesWithAClearErrorAndAkactlQuotaShowsIt) {
   EXPECT_NE(peek.err.find("only an admin"), std::string::npos) << peek.err;
   EXPECT_EQ(daemon_->ctlJson({"quota", "--uid", std::to_string(users_.uid("b"))}).at("usage").at("open_attempts"), 4);
 
+  // Network: a tenant's agents get at most `allow` (the default limit); a run may narrow an
+  // agent's network, never widen it.
+  auto hostNet = as("b", {"submit", "cpu/reduction", "--agent", "nethost"});
+  EXPECT_EQ(hostNet.exitCode, 1);
+  EXPECT_NE(hostNet.err.find("has network 'host'; your limit is 'allow'"), std::string::npos) << hostNet.err;
+  auto widened = as("b", {"submit", "cpu/reduction", "--agent", "noop", "--network", "host"});
+  EXPECT_EQ(widened.exitCode, 1);
+  EXPECT_NE(widened.err.find("a run may not give it 'host'"), std::string::npos) << widened.err;
+  EXPECT_EQ(as("b", {"submit", "cpu/reduction", "--agent", "nethost", "--network", "none"}).exitCode, 0);
+  EXPECT_EQ(asJson("b", {"quota"}).at("limits").at("agent_network"), "allow");
+
   // Connections: the fourth of a's is refused and closed; the ones before it work.
   auto conns = python("a", kConnectScript, "4");
   ASSERT_EQ(conns.exitCode, 0) << conns.err;
@@ -145,7 +162,7 @@ TEST_F(QuotaTest, EachLimitRefusesWithAClearErrorAndAkactlQuotaShowsIt) {
   EXPECT_EQ(rootBurst.out, "40 0\n") << rootBurst.err;
 
   const json runs = daemon_->ctlJson({"status"}).at("runs");
-  EXPECT_EQ(runs.size(), 2u) << runs.dump();
+  EXPECT_EQ(runs.size(), 3u) << runs.dump();
   for (const json& r : runs) {
     if (r.at("state") != "done") {
       auto c = daemon_->ctl({"cancel", r.at("id").get<std::string>()});

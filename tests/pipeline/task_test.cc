@@ -209,6 +209,32 @@ TEST_F(TaskFileTest, AgentNetworkEntriesAreCheckedAtTheBorder) {
   }
 }
 
+TEST(AgentNetwork, ARunMayNarrowAnAgentsNetworkNeverWidenIt) {
+  AgentDefinition a;
+  a.name = "x";
+  a.network_allow = true;
+  a.allow = {"api.example.com:443", "mirror.example.com:443"};
+  AgentDefinition narrowed = a;
+  ASSERT_TRUE(applyRunNetwork(narrowed, {{"allow", {"api.example.com:443"}}}));
+  EXPECT_EQ(narrowed.allow, std::vector<std::string>{"api.example.com:443"});
+  EXPECT_FALSE(applyRunNetwork(narrowed = a, {{"allow", {"evil.example.com:443"}}}));
+  EXPECT_FALSE(applyRunNetwork(narrowed = a, {{"network", "host"}}));
+  ASSERT_TRUE(applyRunNetwork(narrowed = a, {{"network", "none"}}));
+  EXPECT_EQ(networkLevel(narrowed), NetworkLevel::None);
+  EXPECT_TRUE(narrowed.allow.empty());
+  ASSERT_TRUE(applyRunNetwork(narrowed = a, nlohmann::json::object()));
+  EXPECT_EQ(networkLevel(narrowed), NetworkLevel::Allow);
+  // Caps: host over an allow cap has no list to fall back to, so it gets none.
+  AgentDefinition host = a;
+  host.network_allow = false;
+  host.network_host = true;
+  host.allow.clear();
+  EXPECT_TRUE(capNetwork(host, NetworkLevel::Allow));
+  EXPECT_EQ(networkLevel(host), NetworkLevel::None);
+  EXPECT_FALSE(capNetwork(narrowed = a, NetworkLevel::Host));
+  EXPECT_EQ(networkLevel(narrowed), NetworkLevel::Allow);
+}
+
 TEST(RepositoryTasks, EveryShippedTaskLoads) {
   auto scan = scanTasks(AKAD_SOURCE_TASKS);
   EXPECT_TRUE(scan.errors.empty()) << scan.errors.front();
