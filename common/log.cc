@@ -8,6 +8,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "common/time_text.h"
+
 namespace akad::log {
 namespace {
 std::atomic<Level> g_level{Level::Info};
@@ -37,15 +39,9 @@ bool parseLevel(std::string_view text, Level& out) {
 }
 
 void write(Level l, std::string_view message) {
-  timeval tv{};
-  gettimeofday(&tv, nullptr);
-  tm t{};
-  gmtime_r(&tv.tv_sec, &t);
-  char stamp[64];
-  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900,
-                t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, tv.tv_usec / 1000);
+  const std::string stamp = isoTimeUtc();
   std::lock_guard lock(g_mutex);
-  std::fprintf(stderr, "%s %s %.*s\n", stamp, levelName(l), static_cast<int>(message.size()),
+  std::fprintf(stderr, "%s %s %.*s\n", stamp.c_str(), levelName(l), static_cast<int>(message.size()),
                message.data());
 }
 

@@ -104,6 +104,27 @@ std::map<std::string, std::string> Scheduler::credentialsOf(const std::string& r
   return it == credentials_.end() ? std::map<std::string, std::string>{} : it->second;
 }
 
+namespace {
+
+// What the run's options and the submitter's limits leave the agent: the run may have narrowed
+// its network (checked at submit), the tenant's network limit and agent-time ceiling apply
+// again in case the policy changed since (run.submit refuses to ask above them).
+void limitAgent(AttemptPlan& plan, const json& options, const TenantLimits& limits) {
+  if (auto st = applyRunNetwork(plan.agent, options); !st) {
+    log::warn("attempt ", plan.attempt_id, ": ", st.error().message, "; the agent runs without network");
+    capNetwork(plan.agent, NetworkLevel::None);
+  }
+  if (auto cap = parseNetworkLevel(limits.agent_network); cap && capNetwork(plan.agent, *cap))
+    log::info("attempt ", plan.attempt_id, ": the agent's network is capped to ", networkLevelName(*cap));
+  if (limits.max_agent_time_s > 0) {
+    const double want = plan.agent_time_limit_s > 0 ? plan.agent_time_limit_s
+                                                    : std::min(plan.agent.time_limit_s, plan.task->limits.agent_s);
+    plan.agent_time_limit_s = std::min(want, limits.max_agent_time_s);
+  }
+}
+
+}  // namespace
+
 Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
   if (!a.taskHash) return Error{"attempt " + std::to_string(a.id) + " has no task version recorded"};
   const auto slash = a.taskId.find('/');
@@ -189,22 +210,8 @@ void Scheduler::execute(const AttemptRecord& a) {
     else if (!image) outcome = image.error();
     else {
       plan.agent = *agent;
-      // The run may have narrowed the agent's network (checked at submit); the tenant's limit
-      // applies again in case the policy changed since.
-      if (auto st = applyRunNetwork(plan.agent, params.value("options", json::object())); !st) {
-        log::warn("attempt ", a.id, ": ", st.error().message, "; the agent runs without network");
-        capNetwork(plan.agent, NetworkLevel::None);
-      }
-      if (auto cap = parseNetworkLevel(config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)).agent_network)) {
-        if (capNetwork(plan.agent, *cap)) log::info("attempt ", a.id, ": the agent's network is capped to ", networkLevelName(*cap));
-      }
-      // The tenant's ceiling caps the agent's time, asked for or by default (run.submit refuses
-      // to ask above it).
-      if (const double cap = config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)).max_agent_time_s; cap > 0) {
-        const double want = plan.agent_time_limit_s > 0 ? plan.agent_time_limit_s
-                                                        : std::min(agent->time_limit_s, task->limits.agent_s);
-        plan.agent_time_limit_s = std::min(want, cap);
-      }
+      limitAgent(plan, params.value("options", json::object()),
+                 config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)));
       AttemptServices s;
       s.attempts_dir = config_.state_dir / "attempts";
       s.snapshots = &snapshots_;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/protocol.h"
+#include "common/time_text.h"
 
 namespace akad {
 
@@ -78,6 +79,7 @@ CREATE INDEX attempts_by_snapshot ON attempts(snapshot_sha256);
     {3, "tenant quotas: runs by submitter, GPU lease time per tenant",
      R"sql(
 CREATE INDEX runs_by_submitter ON runs(submitter_uid);
+CREATE INDEX attempts_by_end ON attempts(ended_at);
 CREATE TABLE gpu_usage (
   id          INTEGER PRIMARY KEY AUTOINCREMENT,
   attempt_id  INTEGER NOT NULL,
@@ -154,24 +156,7 @@ bool isTerminalAttemptState(std::string_view s) {
 
 std::string nowIso8601() { return isoTimeSecondsAgo(0); }
 
-std::string isoTimeSecondsAgo(double seconds) {
-  timeval tv{};
-  gettimeofday(&tv, nullptr);
-  const auto whole = static_cast<time_t>(seconds);
-  const auto usec = static_cast<suseconds_t>((seconds - static_cast<double>(whole)) * 1e6);
-  tv.tv_sec -= whole;
-  tv.tv_usec -= usec;
-  if (tv.tv_usec < 0) {
-    tv.tv_usec += 1000000;
-    tv.tv_sec -= 1;
-  }
-  tm t{};
-  gmtime_r(&tv.tv_sec, &t);
-  char s[64];
-  std::snprintf(s, sizeof s, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1,
-                t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, static_cast<long>(tv.tv_usec / 1000));
-  return s;
-}
+std::string isoTimeSecondsAgo(double seconds) { return isoTimeUtc(seconds); }
 
 json AttemptCounts::toJson() const {
   return json{{"total", total},   {"queued", queued},       {"running", running},

@@ -16,6 +16,7 @@
 #include <ctime>
 
 #include "common/log.h"
+#include "common/time_text.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -29,17 +30,6 @@ constexpr int kMaxConnectionsPerAttempt = 10000;
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string isoNow() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  tm t{};
-  ::gmtime_r(&ts.tv_sec, &t);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
-  return buf;
 }
 
 // host:port, [v6]:port -> (host, port); false when malformed.
@@ -246,7 +236,7 @@ void EgressProxy::acceptLoop() {
     if (client < 0) continue;
     if (open_.load() >= policy_.max_connections || ++accepted > kMaxConnectionsPerAttempt) {
       deny(client, 503, "too many connections");
-      record({{"allowed", false}, {"reason", "too many connections"}, {"started_at", isoNow()}});
+      record({{"allowed", false}, {"reason", "too many connections"}, {"started_at", isoTimeUtc()}});
       ::close(client);
       continue;
     }
@@ -262,7 +252,7 @@ void EgressProxy::acceptLoop() {
 
 void EgressProxy::serve(int client) {
   const auto started = std::chrono::steady_clock::now();
-  json entry = {{"started_at", isoNow()}, {"allowed", false}};
+  json entry = {{"started_at", isoTimeUtc()}, {"allowed", false}};
   auto finish = [&](json extra) {
     for (auto& [k, v] : extra.items()) entry[k] = v;
     entry["duration_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

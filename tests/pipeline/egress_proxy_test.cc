@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "daemon/pipeline/egress_proxy.h"
+#include "tests/pipeline/loopback.h"
 
 namespace akad {
 namespace {
@@ -28,15 +29,8 @@ namespace fs = std::filesystem;
 class Upstream {
  public:
   explicit Upstream(std::size_t bulk = 0) : bulk_(bulk) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    ::listen(fd_, 8);
+    fd_ = test::listenOnLoopback(port_);
+    EXPECT_GE(fd_, 0);
     thread_ = std::thread([this] { loop(); });
   }
   ~Upstream() {

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/pipeline/loopback.h"
 #include "tests/pipeline/pipeline_daemon.h"
 
 namespace akad::test {
@@ -360,18 +361,11 @@ TEST(PipelineNetworkTest, NoAgentNetworkKeepsAHostNetworkAgentOffTheNetwork) {
 
 // An HTTP server on the host's loopback for the network tests: answers "hello" to every
 // request and keeps the request lines it saw.
-class HttpStub {
+class LoopbackHttpServer {
  public:
-  HttpStub() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    ::listen(fd_, 8);
+  LoopbackHttpServer() {
+    fd_ = listenOnLoopback(port_);
+    EXPECT_GE(fd_, 0);
     thread_ = std::thread([this] {
       while (!stop_) {
         pollfd p{fd_, POLLIN, 0};
@@ -391,7 +385,7 @@ class HttpStub {
       }
     });
   }
-  ~HttpStub() {
+  ~LoopbackHttpServer() {
     stop_ = true;
     thread_.join();
     ::close(fd_);
@@ -414,7 +408,7 @@ class HttpStub {
 // nothing else: not a host:port off its list, not the host's loopback directly; both the
 // connection and the refusal are in the attempt's network log and in its result.
 TEST(PipelineNetworkTest, AnAllowListedAgentReachesItsHostThroughTheProxyAndNothingElse) {
-  HttpStub listed, unlisted;
+  LoopbackHttpServer listed, unlisted;
   const std::string a = std::to_string(listed.port()), b = std::to_string(unlisted.port());
   PipelineDaemon d("allow", PipelineDaemon::Timing::Quick);
   const fs::path agents = d.scratch("agents");
