@@ -48,6 +48,8 @@ enum Command : uint32_t {
   kCall = 1,      // run the kernel once on the region's tensors
   kEmpty = 2,     // do nothing (the driver calibrates its own overhead; only the trusted baseline gets these)
   kEndGroup = 3,  // the configuration is done: go back to the socket for the next message
+  kPrime = 4,     // GPU harnesses: run an empty kernel and synchronise, untimed, so that the GPU holds
+                  // the worker's context when the driver's clock starts (docs/scoring.md)
 };
 
 enum WorkerStatus : uint32_t { kOk = 0, kFailed = 1 };

@@ -43,6 +43,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -418,7 +419,6 @@ void serveGroup(int sock, const json& group) {
   const HeaderPage page(regionFd.fd, region.at("size").get<size_t>());
   const json device = receiveWithFd(sock, "device", deviceFd);
   const SharedDeviceMemory shared = SharedDeviceMemory::import(kDevice, deviceFd.fd, device.at("size").get<size_t>());
-  const DeviceSet in = viewsInto(shared, inShapes, device.at("inputs"));
   DeviceSet out = viewsInto(shared, outShapes, device.at("outputs"));
   Event start, stop;
   akachan::Header& h = page.header();
@@ -431,16 +431,28 @@ void serveGroup(int sock, const json& group) {
     last = n;
     const uint32_t cmd = h.cmd;
     uint32_t status = akachan::kOk;
-    if (cmd == akachan::kCall || cmd == akachan::kEmpty) {
+    // This call's inputs: an allocation of their own, whose descriptor the driver sends only
+    // after its clock has started; unmapped once the call is done.
+    std::optional<SharedDeviceMemory> lent;
+    if (cmd == akachan::kCall || cmd == akachan::kEmpty || cmd == akachan::kPrime) {
       try {
-        AKA_HIP_CHECK(hipEventRecord(start.get(), 0));
-        if (cmd == akachan::kCall) akaInvoke(config, in, out);
-        else hipLaunchKernelGGL(emptyKernel, dim3(1), dim3(1), 0, 0);
-        AKA_HIP_CHECK(hipEventRecord(stop.get(), 0));
-        finishCall(cmd == akachan::kCall ? "kernel call" : "empty call");
-        float ms = 0;
-        AKA_HIP_CHECK(hipEventElapsedTime(&ms, start.get(), stop.get()));
-        h.inprocNs = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+        if (cmd == akachan::kPrime) {
+          hipLaunchKernelGGL(emptyKernel, dim3(1), dim3(1), 0, 0);
+          finishCall("empty kernel");
+        } else {
+          ReceivedFd inputsFd;
+          const json inputs = receiveWithFd(sock, "inputs", inputsFd);
+          lent.emplace(SharedDeviceMemory::import(kDevice, inputsFd.fd, inputs.at("size").get<size_t>()));
+          const DeviceSet in = viewsInto(*lent, inShapes, inputs.at("offsets"));
+          AKA_HIP_CHECK(hipEventRecord(start.get(), 0));
+          if (cmd == akachan::kCall) akaInvoke(config, in, out);
+          else hipLaunchKernelGGL(emptyKernel, dim3(1), dim3(1), 0, 0);
+          AKA_HIP_CHECK(hipEventRecord(stop.get(), 0));
+          finishCall(cmd == akachan::kCall ? "kernel call" : "empty call");
+          float ms = 0;
+          AKA_HIP_CHECK(hipEventElapsedTime(&ms, start.get(), stop.get()));
+          h.inprocNs = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+        }
       } catch (const std::exception& e) {
         std::cerr << "runner: " << config.name() << ": " << e.what() << "\n";
         status = akachan::kFailed;
@@ -449,6 +461,7 @@ void serveGroup(int sock, const json& group) {
     h.status = status;
     h.done.store(n, std::memory_order_release);
     akachan::futexWake(h.done);
+    lent.reset();
     if (cmd == akachan::kEndGroup) return;
   }
 }

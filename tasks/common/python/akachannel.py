@@ -40,6 +40,8 @@ MAX_MESSAGE = 1 << 20
 CALL = 1       # run the kernel once on the configuration's tensors
 EMPTY = 2      # do everything but the kernel (the driver calibrates its overhead; baseline only)
 END_GROUP = 3  # the configuration is done: go back to the socket for the next message
+PRIME = 4      # run an empty kernel and synchronise, untimed, so that the GPU holds the worker's
+               # context when the driver's clock starts (docs/scoring.md)
 
 OK = 0
 FAILED = 1
