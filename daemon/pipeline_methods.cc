@@ -409,7 +409,8 @@ void registerPipelineMethods(MethodTable& table, DaemonContext& ctx) {
     json agents = json::array();
     for (const auto& a : listAgents(ctx.agentsDir))
       agents.push_back({{"name", a.name}, {"description", a.description}, {"network", a.network_host ? "host" : a.network_allow ? "allow" : "none"},
-                        {"time_limit_s", a.time_limit_s}, {"credentials", a.credentials}, {"template", a.template_only}});
+                        {"time_limit_s", a.time_limit_s}, {"credentials", a.credentials}, {"template", a.template_only},
+                        {"image", a.image.empty() ? json(nullptr) : json(a.image)}});
     return json{{"agents", agents}};
   });
 

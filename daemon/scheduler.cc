@@ -206,8 +206,18 @@ void Scheduler::execute(const AttemptRecord& a) {
     else if (run->agent) agent = findAgent(config_.agents_dir, *run->agent);
     else if (plan.snapshot) agent = adHocAgent("true", 1);  // a re-score runs no agent
     auto image = loadImageProfile(config_.images_dir, task->image);
+    // An agent that brings its own program (`image:` in its definition) gets that image over
+    // the task's; the scorer's sandboxes keep the task's alone.
+    std::optional<ImageProfile> agentImage;
+    Status agentImageLoaded;
+    if (agent && image && !agent->image.empty()) {
+      agentImage = *image;
+      if (auto st = layerImageProfile(*agentImage, config_.images_dir, agent->image); !st)
+        agentImageLoaded = Error{"agent '" + agent->name + "' needs image '" + agent->image + "': " + st.error().message};
+    }
     if (!agent) outcome = agent.error();
     else if (!image) outcome = image.error();
+    else if (!agentImageLoaded) outcome = agentImageLoaded.error();
     else {
       plan.agent = *agent;
       limitAgent(plan, params.value("options", json::object()),
@@ -221,6 +231,7 @@ void Scheduler::execute(const AttemptRecord& a) {
       s.scoring.trusted_cache = config_.state_dir / "tasks";
       s.scoring.akacheck = config_.akacheck;
       s.scoring.image = *image;
+      s.agent_image = agentImage;
       s.scoring.sandbox_uid = config_.sandbox_uid;
       s.scoring.sandbox_gid = config_.sandbox_gid;
       std::optional<UidLease> attemptUid;

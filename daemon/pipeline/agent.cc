@@ -46,6 +46,11 @@ Result<AgentDefinition> loadAgent(const fs::path& file) {
     if (root["time_limit_s"]) a.time_limit_s = root["time_limit_s"].as<double>();
     if (a.time_limit_s <= 0) return bad("time_limit_s", "must be positive");
     if (root["mount_solution"]) a.mount_solution = root["mount_solution"].as<bool>();
+    if (root["image"]) {
+      static const std::regex imageRe("[a-z0-9][a-z0-9-]{0,63}");
+      a.image = root["image"].as<std::string>();
+      if (!std::regex_match(a.image, imageRe)) return bad("image", "'" + a.image + "' is not an image name ([a-z0-9-]+)");
+    }
     if (root["template"]) a.template_only = root["template"].as<bool>();
     if (const YAML::Node creds = root["credentials"]) {
       if (!creds.IsSequence()) return bad("credentials", "must be a list of variable names");

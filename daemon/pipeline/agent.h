@@ -27,6 +27,10 @@ struct AgentDefinition {
   bool mount_solution = false;  // only the `reference` agent: the task's solution at /solution
   std::vector<std::string> credentials;  // environment variables the user must provide
   std::map<std::string, std::string> env;
+  // An image profile (images/<name>/image.yaml) laid over the task's for this agent's sandbox
+  // only: the agent's own program and what it needs (agent-cli: Claude Code and Codex). The
+  // scorer's sandboxes never see it.
+  std::string image;
   bool template_only = false;  // a real CLI agent: needs network and keys to be useful
 };
 

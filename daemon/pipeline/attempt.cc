@@ -76,7 +76,7 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
       agentGpu = std::move(*leased);
     }
     AgentStageOptions ao;
-    ao.image = s.scoring.image;
+    ao.image = s.agent_image ? *s.agent_image : s.scoring.image;
     ao.gpus = agentGpu.gpu_ids;
     ao.credentials = plan.credentials;
     ao.time_limit_s = plan.agent_time_limit_s;

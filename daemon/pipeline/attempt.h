@@ -42,6 +42,9 @@ struct AttemptServices {
   bool allow_agent_network = true;  // false (akad --no-agent-network): no agent gets the host network
   WorkspaceLimits workspace_limits;  // the agent's workspace file system (workspace_fs.h)
   ScoringEnvironment scoring;
+  // The agent's sandbox's image: the task's with the agent's own (`image:`) over it. Unset:
+  // the task's, as the scorer's.
+  std::optional<ImageProfile> agent_image;
   std::function<void(const std::string& stage)> on_stage;
   // Called with the new snapshot's hash; must make it durable before scoring starts.
   std::function<Status(const std::string& sha256)> on_snapshot;

@@ -43,15 +43,19 @@ class ScratchImages : public ::testing::Test {
 TEST(ImageProfiles, RepositoryImagesLoad) {
   Result<std::vector<ImageProfile>> all = loadImageProfiles(kImages);
   ASSERT_TRUE(all.ok()) << all.error().message;
-  ASSERT_EQ(all->size(), 4u);
-  EXPECT_EQ(all->at(0).name, "cuda-hip");
-  EXPECT_EQ(all->at(1).name, "host");
-  EXPECT_EQ(all->at(2).name, "rocm");
-  EXPECT_EQ(all->at(3).name, "torch");
-  EXPECT_EQ(all->at(3).binds.at(0).src, fs::path(kImages) / "cuda-hip") << "${images_dir} expanded";
-  EXPECT_TRUE(all->at(1).binds.empty());
-  EXPECT_EQ(all->at(1).requiresGpuVendor, "none");
-  EXPECT_EQ(all->at(2).requiresGpuVendor, "amd");
+  ASSERT_EQ(all->size(), 5u);
+  EXPECT_EQ(all->at(0).name, "agent-cli");
+  EXPECT_EQ(all->at(1).name, "cuda-hip");
+  EXPECT_EQ(all->at(2).name, "host");
+  EXPECT_EQ(all->at(3).name, "rocm");
+  EXPECT_EQ(all->at(4).name, "torch");
+  EXPECT_EQ(all->at(4).binds.at(0).src, fs::path(kImages) / "cuda-hip") << "${images_dir} expanded";
+  EXPECT_TRUE(all->at(2).binds.empty());
+  EXPECT_EQ(all->at(2).requiresGpuVendor, "none");
+  EXPECT_EQ(all->at(3).requiresGpuVendor, "amd");
+  // The agent CLIs' npm prefix, on the agents' PATH; never the host's /usr.
+  EXPECT_EQ(all->at(0).binds.at(0).src, fs::path(kImages) / "agent-cli" / "prefix");
+  EXPECT_EQ(all->at(0).pathPrepend, std::vector<std::string>{"/akad/images/agent-cli/bin"});
 }
 
 TEST(ImageProfiles, CudaHipBindsItsOwnToolchainOntoPath) {

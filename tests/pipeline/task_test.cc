@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "daemon/pipeline/agent.h"
+#include "daemon/pipeline/image.h"
 #include "daemon/pipeline/prepare.h"
 #include "daemon/pipeline/task.h"
 
@@ -190,6 +191,53 @@ TEST(RepositoryAgents, EveryShippedAgentLoadsAndTheCliTemplatesReachOnlyTheirApi
   ASSERT_TRUE(claude);
   EXPECT_TRUE(claude->network_allow);
   EXPECT_EQ(claude->allow, std::vector<std::string>{"api.anthropic.com:443"});
+  // Both real CLIs come from the agent-cli image and take their key and endpoint by --pass-env.
+  auto codex = loadAgent(dir / "codex.yaml");
+  ASSERT_TRUE(codex);
+  EXPECT_EQ(codex->allow, std::vector<std::string>{"api.openai.com:443"});
+  EXPECT_EQ(claude->image, "agent-cli");
+  EXPECT_EQ(codex->image, "agent-cli");
+  EXPECT_EQ(claude->credentials, (std::vector<std::string>{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}));
+  EXPECT_EQ(codex->credentials, (std::vector<std::string>{"OPENAI_API_KEY", "OPENAI_BASE_URL"}));
+}
+
+TEST_F(TaskFileTest, AnAgentsImageIsLaidOverTheTasksForItsSandboxOnly) {
+  std::ofstream(root_ / "bad.yaml") << "name: bad\ncommand: [\"true\"]\nimage: \"../host\"\n";
+  auto bad = loadAgent(root_ / "bad.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("image"), std::string::npos) << bad.error().message;
+
+  const fs::path images = root_ / "images";
+  fs::create_directories(images / "base");
+  fs::create_directories(images / "tools" / "prefix");
+  std::ofstream(images / "base" / "image.yaml") << "name: base\ndescription: a task's toolchain\nrequires_gpu_vendor: nvidia\n"
+                                                   "path_prepend: [/b/bin]\nlibrary_path_prepend: [/b/lib]\n"
+                                                   "env: {SHARED: base, BASE_ONLY: \"1\"}\n";
+  std::ofstream(images / "tools" / "image.yaml") << "name: tools\ndescription: an agent's own program\n"
+                                                    "binds: [{src: \"${image_dir}/prefix\", dst: /akad/images/tools}]\n"
+                                                    "path_prepend: [/akad/images/tools/bin]\nenv: {SHARED: tools}\n";
+  auto base = loadImageProfile(images, "base");
+  ASSERT_TRUE(base) << base.error().message;
+  ImageProfile agent = *base;
+  ASSERT_TRUE(layerImageProfile(agent, images, "tools"));
+  EXPECT_EQ(agent.name, "base");
+  EXPECT_EQ(agent.requires_gpu_vendor, "nvidia") << "the task's toolchain still picks the GPU";
+  EXPECT_EQ(agent.env.at("PATH"), "/akad/images/tools/bin:/b/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  EXPECT_EQ(agent.env.at("LD_LIBRARY_PATH"), "/b/lib");
+  EXPECT_EQ(agent.env.at("SHARED"), "tools");
+  EXPECT_EQ(agent.env.at("BASE_ONLY"), "1");
+  ASSERT_EQ(agent.binds.size(), base->binds.size() + 1);
+  EXPECT_EQ(agent.binds.back().target, "/akad/images/tools");
+  EXPECT_EQ(base->env.at("PATH"), "/b/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+
+  // Not installed: the attempt is refused with the image and the missing path named.
+  fs::remove(images / "tools" / "prefix");
+  ImageProfile again = *base;
+  auto st = layerImageProfile(again, images, "tools");
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("image tools: " + (images / "tools" / "prefix").string() + " does not exist"),
+            std::string::npos)
+      << st.error().message;
 }
 
 TEST_F(TaskFileTest, AgentNetworkEntriesAreCheckedAtTheBorder) {
