@@ -288,10 +288,14 @@ int runSimpleList(const std::string& method, const std::string& key) {
     }
   } else {
     std::printf("%-14s %-8s %-10s %s\n", "AGENT", "NETWORK", "LIMIT", "DESCRIPTION");
-    for (const json& a : result->at("agents"))
+    for (const json& a : result->at("agents")) {
+      // The variables it takes by --pass-env (a key; for the CLIs also their endpoint).
+      std::string passEnv;
+      for (const json& c : a.value("credentials", json::array())) passEnv += " --pass-env " + c.get<std::string>();
       std::printf("%-14s %-8s %-10s %s%s\n", str(a, "name").c_str(), str(a, "network").c_str(),
                   (fmt(a["time_limit_s"], "%.0f") + " s").c_str(), str(a, "description").c_str(),
-                  (a.value("template", false) ? "  [needs " + a["credentials"].dump() + "]" : std::string()).c_str());
+                  (a.value("template", false) && !passEnv.empty() ? "  [" + passEnv.substr(1) + "]" : std::string()).c_str());
+    }
   }
   return kExitOk;
 }

@@ -7,6 +7,7 @@
 // and what it was refused. Each test prints its submit-to-scored time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <regex>
@@ -143,10 +144,14 @@ void runScriptedSession(const CliAgent& cli) {
   // the sandbox's namespace), and whatever else it tried was refused and logged.
   const std::string log = d.ctl({"logs", id, "--stage", "network"}).out;
   int allowed = 0, denied = 0;
+  double firstRequest = 1e18, lastAnswer = 0;  // the model session in the log
   for (const json& e : jsonLines(log)) {
     ASSERT_FALSE(e.is_discarded()) << log;
     if (e.at("allowed").get<bool>()) {
       ++allowed;
+      const double at = isoSeconds(e.at("started_at"));
+      firstRequest = std::min(firstRequest, at);
+      lastAnswer = std::max(lastAnswer, at + e.at("duration_s").get<double>());
       EXPECT_EQ(e.at("host"), kDoubleAddress) << e.dump();
       EXPECT_EQ(e.at("port"), model.port()) << e.dump();
       EXPECT_GT(e.at("bytes_down").get<std::uint64_t>(), 0u) << e.dump();
@@ -155,12 +160,15 @@ void runScriptedSession(const CliAgent& cli) {
       std::cout << "[ refused ] " << cli.name << ": " << e.dump() << "\n";
     }
   }
-  EXPECT_GE(allowed, 1) << log;
+  // The double closes the connection after every streamed answer, so each model turn is a
+  // connection of its own in the log.
+  EXPECT_GE(allowed, static_cast<int>(turns.size())) << log;
   const json network = agent.at("network");
   EXPECT_EQ(network.at("connections"), allowed) << network.dump();
   EXPECT_EQ(network.at("denied"), denied) << network.dump();
   std::cout << "[ network ] " << cli.name << ": " << allowed << " connection(s) to the double, " << denied
-            << " refused; " << turns.size() << " model request(s)\n";
+            << " refused; " << turns.size() << " model request(s) over " << (lastAnswer - firstRequest)
+            << " s (the visible tests' run included)\n";
   const std::string results = d.ctl({"results", runId}).out;
   EXPECT_NE(results.find("network  " + std::to_string(allowed) + " connection(s)"), std::string::npos) << results;
   // The key went to the daemon by the request, never into its store or logs.
@@ -176,6 +184,43 @@ TEST(AgentCliTest, ClaudeCodeEditsTheKernelThroughTheProxyAndScoresFaster) {
 
 TEST(AgentCliTest, CodexEditsTheKernelThroughTheProxyAndScoresFaster) {
   runScriptedSession({"codex", "codex", "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1", "/v1/responses"});
+}
+
+// The shipped definitions as they are, without an endpoint override: each CLI goes for its
+// public API through the proxy, and only there. The network log holds its CONNECT to
+// api.anthropic.com:443 / api.openai.com:443 (refused where the name does not resolve, as on an
+// offline machine; connected, and answered 401 for the fake key, where it does), and no
+// connection to anything else. The agent's time is cut short: the CLIs retry for minutes.
+TEST(AgentCliTest, WithoutAnOverrideEachCliAsksTheProxyForItsPublicApiOnly) {
+  for (const char* program : {"claude", "codex"})
+    if (auto why = cliProblem(program); !why.empty()) GTEST_SKIP() << why;
+  PipelineDaemon d("public", PipelineDaemon::Timing::Quick);
+  d.start();
+  struct Case {
+    std::string agent, keyVar, api;
+  };
+  for (const Case& c : {Case{"claude-code", "ANTHROPIC_API_KEY", "api.anthropic.com"},
+                        Case{"codex", "OPENAI_API_KEY", "api.openai.com"}}) {
+    auto r = runCommand({akactlBinary().string(), "--socket", d.paths().socket.string(), "--json", "submit",
+                         "cpu/softmax", "--agent", c.agent, "--pass-env", c.keyVar, "--agent-time-limit", "20"},
+                        {c.keyVar + "=akad-test-key"}, 60s);
+    ASSERT_EQ(r.exitCode, 0) << r.err << r.out;
+    json attempts = d.waitRun(json::parse(r.out).at("run").at("id"), 600s);
+    ASSERT_EQ(attempts.size(), 1u);
+    const std::string id = std::to_string(attempts.at(0).at("id").get<long>());
+    ASSERT_EQ(attempts.at(0).at("state"), "scored") << attempts.at(0).dump();
+    const std::string log = d.ctl({"logs", id, "--stage", "network"}).out;
+    int toApi = 0;
+    for (const json& e : jsonLines(log)) {
+      ASSERT_FALSE(e.is_discarded()) << log;
+      std::cout << "[ network ] " << c.agent << ": " << e.dump() << "\n";
+      if (e.value("host", "") == c.api && e.value("port", 0) == 443 && e.value("method", "") == "CONNECT") ++toApi;
+      if (e.at("allowed").get<bool>()) EXPECT_EQ(e.at("host"), c.api) << e.dump();
+    }
+    EXPECT_GE(toApi, 1) << c.agent << " never asked the proxy for " << c.api << ":443\n" << log;
+  }
+  d.stop();
+  d.expectNothingLeft();
 }
 
 }  // namespace
