@@ -28,6 +28,10 @@ for p in akad akactl akabox akacheck; do [[ -x $bin/$p ]] || fail "$p is not ins
 [[ -f $data/tasks/cpu/reduction/solution/kernel.cpp ]] || fail "the tasks are not installed in $datadir"
 [[ -f $data/policies/default.json && -d $data/images/agents ]] || fail "policies or images are not installed"
 [[ -f $tmp/root/usr/local/lib/systemd/system/akad.service ]] || fail "the systemd unit is not installed"
+# The agent-cli image's profile, never the npm prefix a source tree may hold (800 MB; an
+# installed akad gets its own with scripts/install-agent-clis --prefix).
+[[ -f $data/images/agent-cli/image.yaml ]] || fail "the agent-cli image is not installed"
+[[ ! -e $data/images/agent-cli/prefix ]] || fail "the source tree's agent CLIs were installed with the data"
 # Nothing of the tasks under /usr, which every sandbox sees read-only.
 [[ -z $(find "$tmp/root/usr" -name task.yaml -o -name solution -o -name 'reference.cpp' | head -1) ]] ||
   fail "task files were installed under /usr"
