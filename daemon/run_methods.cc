@@ -8,6 +8,7 @@
 #include "daemon/held_out_view.h"
 #include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/egress_proxy.h"
+#include "daemon/pipeline/image.h"
 #include "daemon/scheduler.h"
 
 namespace akad {
@@ -120,6 +121,12 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
     if (!a) return invalid(a.error().message);
     // The run's network options may only narrow the agent's: checked now, applied by the executor.
     if (auto s = applyRunNetwork(*a, options); !s) return invalid(s.error().message);
+    // An agent whose own program is not installed is refused now, not attempt by attempt.
+    if (!a->image.empty() && !ctx.imagesDir.empty()) {
+      ImageProfile probe;
+      if (auto s = layerImageProfile(probe, ctx.imagesDir, a->image); !s)
+        return invalid("agent '" + a->name + "' needs image '" + a->image + "': " + s.error().message);
+    }
   }
   auto ids = catalog.resolve(selectors);
   if (!ids) return ids.error();

@@ -50,7 +50,9 @@ Result<ImageProfile> loadImageProfile(const fs::path& imagesDir, const std::stri
 Status layerImageProfile(ImageProfile& onto, const fs::path& imagesDir, const std::string& name) {
   auto loaded = images::findImageProfile(imagesDir, name);
   if (!loaded) return loaded.error();
-  return applyProfile(*loaded, onto);
+  // An agent's image is usually something to install (agent-cli): its description says how.
+  if (auto st = applyProfile(*loaded, onto); !st) return Error{st.error().message + " (" + loaded->description + ")"};
+  return {};
 }
 
 }  // namespace akad

@@ -223,5 +223,28 @@ TEST(AgentCliTest, WithoutAnOverrideEachCliAsksTheProxyForItsPublicApiOnly) {
   d.expectNothingLeft();
 }
 
+// An agent whose image is not installed (here: an agent-cli image whose prefix is missing) is
+// refused at submit with the image, the missing path and how to install it; nothing is queued.
+TEST(AgentCliTest, AnAgentWhoseImageIsNotInstalledIsRefusedAtSubmit) {
+  PipelineDaemon d("noimage", PipelineDaemon::Timing::Quick);
+  const fs::path images = d.scratch("images"), agents = d.scratch("agents");
+  for (const char* image : {"host", "agent-cli"}) {
+    fs::create_directories(images / image);
+    fs::copy_file(kSource / "images" / image / "image.yaml", images / image / "image.yaml");
+  }
+  fs::copy_file(kSource / "images" / "agents" / "claude-code.yaml", agents / "claude-code.yaml");
+  d.start({"--agents-dir", agents.string(), "--images-dir", images.string()});
+  auto r = d.ctl({"submit", "cpu/softmax", "--agent", "claude-code"});
+  EXPECT_NE(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.err.find("agent 'claude-code' needs image 'agent-cli': image agent-cli: " +
+                       (images / "agent-cli" / "prefix").string() + " does not exist on this host"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("scripts/install-agent-clis"), std::string::npos) << r.err;
+  EXPECT_TRUE(d.ctlJson({"status"}).at("runs").empty()) << "a run was queued";
+  d.stop();
+  d.expectNothingLeft();
+}
+
 }  // namespace
 }  // namespace akad::test
