@@ -73,6 +73,8 @@ _SIGNATURES = {
     "cuMemMap": [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_uint64],
     "cuMemUnmap": [ctypes.c_uint64, ctypes.c_size_t],
     "cuMemSetAccess": [ctypes.c_uint64, ctypes.c_size_t, ctypes.POINTER(_AccessDesc), ctypes.c_size_t],
+    "cuMemcpyDtoHAsync_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p],
+    "cuStreamSynchronize": [ctypes.c_void_p],
 }
 _lib = None
 
@@ -211,6 +213,17 @@ class SharedMemory:
         if self.handle:
             cu.cuMemRelease(self.handle)
             self.handle = 0
+
+
+def read_pieces(pieces, host_ptr, piece_bytes, stream):
+    """Copies device byte ranges [(device_ptr, nbytes)] into page-locked host memory at
+    host_ptr, piece k at k * piece_bytes, on `stream` (a CUstream handle), and waits. A
+    device-to-host copy runs on a copy engine: it needs no switch of the GPU's compute engine to
+    this process's context (docs/scoring.md)."""
+    cu = _cu()
+    for k, (ptr, n) in enumerate(pieces):
+        _check(cu.cuMemcpyDtoHAsync_v2(host_ptr + k * piece_bytes, ptr, n, stream), "cuMemcpyDtoHAsync")
+    _check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
 def gpu_state():

@@ -27,38 +27,30 @@ Channel (akachannel.py: the cpp harness's protocol). Per configuration:
             tensors and 8 GiB, checked before anything is allocated
   driver -> {"type": "region", "size": 4096, "inputs": [], "outputs": []}  + the header's memfd
   driver -> {"type": "device-memory", "api": "cuda-vmm", "device": PCI bus id, "size": bytes,
-             "inputs": [byte offsets], "outputs": [byte offsets]}          + the VMM fd
+             "inputs": [], "outputs": [byte offsets]}                       + the outputs' VMM fd
   worker -> {"type": "mapped"}
 then the calls through the header's go/done words, ended by END_GROUP; after the last
-configuration {"type": "bye"}. The tensors live in one GPU allocation shared by the two
-processes (akacuda.py: the CUDA VMM API, because legacy CUDA IPC does not cross pid
-namespaces), inputs first, every tensor at a 4096-byte aligned offset.
+configuration {"type": "bye"}. Before each call's go the driver sends {"type": "inputs", "size",
+"offsets"} with a new VMM allocation holding that call's inputs (akacuda.py: the CUDA VMM API,
+because legacy CUDA IPC does not cross pid namespaces), every tensor at a 4096-byte aligned
+offset.
 
-A timed call, on the driver's clock (time.perf_counter_ns):
- 1. untimed: generate the call's inputs from a fresh getrandom seed into the driver's own GPU
-    memory (the task's reference.generate), fill the shared outputs with 0xff bytes (NaN), write
-    flush_bytes of GPU memory (evicts L2), torch.cuda.synchronize();
- 2. T0; copy the inputs into the shared allocation (device to device, on the driver's stream);
-    synchronize; post go;
- 3. the worker calls invoke.invoke(kernel, config, inputs, outputs), synchronises its device,
-    writes its own event time to inprocNs and posts done;
- 4. copy the shared outputs into the driver's memory; synchronize; T1.
-Nothing about a call's inputs exists anywhere the worker can reach before T0.
-
-What the synchronizes order: the driver and the worker are two processes with two CUDA contexts,
-and torch.cuda.synchronize() waits for the calling context's work only. The driver's sync before
-go makes the inputs complete in the shared memory before the worker can start; the one after the
-copy-out makes T1 come after the output is in the driver's hands. Neither waits for the worker's
-GPU work: the copy-out reads the outputs as they stand when the GPU runs it. So a worker that
-posts done before its work has finished gets one of two things. Work that has not reached the
-GPU by then (handed to a thread, deferred) is missing from the copy: poison, and a kept call
-fails verification. Work already running on the GPU (a side stream nobody waited for, with the
-loader's synchronise patched away) is not overtaken: the copy-out queues behind it, because the
-GPU time-slices between the two contexts and a short kernel ends first. The output is right and
-the kernel's whole time is inside T1; what such a worker saves is its own synchronise and the
-driver's reaction to done, which the empty calls include and the scorer subtracts (tens of
-microseconds). tail_ns shows it: those calls' tails exceed empty_tail_ns by the kernel's
-remaining time, where an honest call's tail is the copy-out alone.
+A call, on the driver's clock (time.perf_counter_ns; docs/scoring.md, "GPU harnesses"):
+ 1. untimed: generate the call's inputs from a fresh getrandom seed (the task's
+    reference.generate) and copy them into a new allocation (LentInputs), fill the shared
+    outputs with 0xff bytes (NaN), write flush_bytes of GPU memory (evicts L2), synchronize, and
+    have the worker prime (PRIME: ~100 us of GPU work of its own, so that the GPU runs the
+    worker's context when the clock starts: a switch between the two contexts costs ~140 us);
+ 2. T0; send the allocation's descriptor; post go;
+ 3. the worker maps it, calls invoke.invoke(kernel, config, inputs, outputs), synchronises its
+    device, writes its own event time to inprocNs and posts done;
+ 4. read random pieces of the outputs into page-locked memory through a copy engine (Sample;
+    no context switch); T1.
+Nothing about a call's inputs exists anywhere the worker can reach before T0. Work the worker
+leaves running at done is either finished before the pieces are read (and inside the time) or
+makes the pieces differ from the whole output read after the window for a kept call, which
+fails the run as the worker's fault. Work that has not reached the GPU by then (handed to a
+thread) is missing from the output: poison, and a kept call fails verification.
 
 Inputs of timed calls are generated on the GPU when the task's generate takes a `device`
 argument (reference.generate(config, seed, device="cuda")): the CPU generator takes hundreds of
@@ -67,18 +59,12 @@ the same inputs again on the same GPU and torch version, which is all that verif
 worker has gone needs. Check mode generates on the CPU, like `reference generate`, so a plan's
 check seeds give the same inputs in both paths and on any machine.
 
-L2: the copy-in passes through L2, so it leaves the last ~L2-size bytes of the inputs there; for
-inputs smaller than L2 the kernel finds them all cached, as it would after their producer in a
-real model. The outputs are cold (poisoned, then flushed). Baseline and candidate see the same.
+L2: the inputs are copied into their allocation before the flush, so they start cold; the
+outputs are poisoned, then flushed. Baseline and candidate see the same.
 
-Empty calls (cmd EMPTY, given only to the trusted baseline): the same copies and exchange; the
-worker records its two events and synchronises without calling the kernel. Their median is the
-per-call overhead the scorer subtracts: the copies, the synchronizes, go/done and, above all, the
-two switches of the GPU between the driver's context and the worker's (time-slicing: the worker's
-first GPU operation waits for one, the driver's copy-out for the other). The switch into the
-worker's context overlaps the host's launch of the kernel, which is the candidate's time, so
-raw - overhead is not exact: for kernels of a few tens of microseconds the net time is off by
-about as much as the launch, either way.
+Empty calls (cmd EMPTY, given only to the trusted baseline): the same hand-over, mapping,
+exchange and sample read; the worker records its two events and synchronises without calling
+the kernel. Their median is the per-call overhead the scorer would subtract.
 
 Kept outputs are copied within the driver's GPU memory (up to KEEP_ON_GPU_BYTES, to host memory
 beyond) and written when the worker has gone, beside the reference's answers on inputs
@@ -185,29 +171,92 @@ class InputSource:
 
 
 class SharedTensors:
-    """One configuration's inputs and outputs in GPU memory shared with the worker."""
+    """One configuration's outputs in GPU memory shared with the worker for the whole group."""
 
-    def __init__(self, device, in_layout, out_layout):
+    def __init__(self, device, out_layout):
         offsets, off = [], 0
-        for _n, dtype, dims in in_layout + out_layout:
+        for _n, dtype, dims in out_layout:
             offsets.append(off)
             off = chan.align_up(off + nbytes(dtype, dims), chan.TENSOR_ALIGN)
         self.memory = akacuda.SharedMemory.create(off, device)
-        views = [self.memory.tensor(o, dtype, dims) for o, (_n, dtype, dims) in zip(offsets, in_layout + out_layout)]
-        k = len(in_layout)
-        self.in_offsets, self.out_offsets = offsets[:k], offsets[k:]
-        self.inputs = {n: v for (n, _d, _s), v in zip(in_layout, views[:k])}
-        self.outputs = {n: v for (n, _d, _s), v in zip(out_layout, views[k:])}
+        self.out_offsets = offsets
+        self.outputs = {n: self.memory.tensor(o, dtype, dims) for o, (n, dtype, dims) in zip(offsets, out_layout)}
         # All-ones bytes: NaN for every float dtype, -1 for integers.
         self.poison_views = [t.view(-1).view(torch.uint8) for t in self.outputs.values() if t.numel()]
+        # (device pointer, bytes) of every output, for the end-of-window sample.
+        self.ranges = [(self.memory.ptr + o, nbytes(dtype, dims)) for o, (_n, dtype, dims) in zip(offsets, out_layout)]
 
     def describe(self, bus_id):
         return {"type": "device-memory", "api": "cuda-vmm", "device": bus_id, "size": self.memory.size,
-                "inputs": self.in_offsets, "outputs": self.out_offsets}
+                "inputs": [], "outputs": self.out_offsets}
 
     def close(self):
-        self.inputs = self.outputs = self.poison_views = None
+        self.outputs = self.poison_views = None
         self.memory.close()
+
+
+class LentInputs:
+    """One call's inputs in an allocation of their own, lent to the worker only after the
+    driver's clock has started."""
+
+    def __init__(self, device, layout, inputs):
+        offsets, off = [], 0
+        for _n, dtype, dims in layout:
+            offsets.append(off)
+            off = chan.align_up(off + nbytes(dtype, dims), chan.TENSOR_ALIGN)
+        self.offsets = offsets
+        self.memory = akacuda.SharedMemory.create(off, device)
+        try:
+            for o, (n, dtype, dims) in zip(offsets, layout):
+                self.memory.tensor(o, dtype, dims).copy_(inputs[n])
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        torch.cuda.synchronize()  # the copies into it are done before it is unmapped
+        self.memory.close()
+
+
+class Sample:
+    """What the driver reads of a call's output at the end of its window: PIECES pieces of
+    PIECE_BYTES at offsets drawn from getrandom after the worker said done (the whole output when
+    it is that small), through a copy engine. compare() holds them against the whole output read
+    later: a kernel still writing at done makes them differ."""
+    PIECES = 8
+    PIECE_BYTES = 4096
+
+    def __init__(self):
+        self.host = torch.empty(self.PIECES * self.PIECE_BYTES, dtype=torch.uint8, pin_memory=True)
+        self.pieces = []  # (output index, byte offset, bytes)
+
+    def read(self, shared, stream):
+        ranges = shared.ranges
+        total = sum(n for _p, n in ranges)
+        pieces = []
+        if total <= self.PIECES * self.PIECE_BYTES:
+            for i, (_p, n) in enumerate(ranges):
+                pieces += [(i, off, min(self.PIECE_BYTES, n - off)) for off in range(0, n, self.PIECE_BYTES)]
+        else:
+            for _ in range(self.PIECES):
+                at, i = secure_random() % total, 0
+                while at >= ranges[i][1]:
+                    at -= ranges[i][1]
+                    i += 1
+                off = at // self.PIECE_BYTES * self.PIECE_BYTES
+                pieces.append((i, off, min(self.PIECE_BYTES, ranges[i][1] - off)))
+        self.pieces = pieces
+        akacuda.read_pieces([(ranges[i][0] + off, n) for i, off, n in pieces], self.host.data_ptr(),
+                            self.PIECE_BYTES, stream)
+
+    def compare(self, outputs):
+        """outputs: the shared output tensors in layout order, read after the window."""
+        host = self.host.numpy()
+        for k, (i, off, n) in enumerate(self.pieces):
+            whole = outputs[i].reshape(-1).view(torch.uint8)[off:off + n].cpu().numpy()
+            if whole.tobytes() != host[k * self.PIECE_BYTES:k * self.PIECE_BYTES + n].tobytes():
+                raise WorkerFault("an output changed after the worker said the call was done "
+                                  "(work left running past its end)")
 
 
 class KeptCall:
@@ -267,7 +316,7 @@ class Driver:
         header = chan.Header.create()
         shared = None
         try:
-            shared = SharedTensors(self.device, layout, out_layout)
+            shared = SharedTensors(self.device, out_layout)
             self.send({"type": "region", "size": header.size, "inputs": [], "outputs": []}, header.fd)
             vmm_fd = shared.memory.export_fd()
             try:
@@ -284,28 +333,45 @@ class Driver:
             header.close()
 
     def calls(self, g, times, header, shared, source, inputs, layout):
-        readback = {n: torch.empty_like(t) for n, t in shared.outputs.items()}
+        sample = Sample()
+        stream = torch.cuda.current_stream().cuda_stream
 
         def call(cmd, ins):
-            """Returns the call's time, and how much of it came before go and after done."""
-            for t in shared.poison_views:
-                t.fill_(0xFF)
-            if self.flush is not None:
-                self.flush_round = self.flush_round % 251 + 1
-                self.flush.fill_(self.flush_round)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter_ns()
-            for name, t in shared.inputs.items():
-                t.copy_(ins[name])
-            torch.cuda.synchronize()
-            t_go = time.perf_counter_ns()
-            self.exchange(header, cmd)
-            t_done = time.perf_counter_ns()
-            for name, t in readback.items():
-                t.copy_(shared.outputs[name])
-            torch.cuda.synchronize()
-            t1 = time.perf_counter_ns()
+            """One call (docs/scoring.md, "GPU harnesses"); returns its time, and how much of it
+            came before go and after done. Untimed: the inputs go into an allocation of their own
+            that the worker has no handle to yet, the outputs are poisoned, L2 flushed, and the
+            worker runs an empty kernel (PRIME) so that the GPU holds its context when the clock
+            starts (a switch between the two processes' contexts costs ~140 us on an H200).
+            Timed: the allocation's descriptor goes to the worker, which maps it and calls the
+            kernel; after done, random pieces of the output are read through a copy engine."""
+            lent = LentInputs(self.device, layout, ins)
+            fd = -1
+            try:
+                for t in shared.poison_views:
+                    t.fill_(0xFF)
+                if self.flush is not None:
+                    self.flush_round = self.flush_round % 251 + 1
+                    self.flush.fill_(self.flush_round)
+                torch.cuda.synchronize()
+                fd = lent.memory.export_fd()
+                self.exchange(header, chan.PRIME)
+                t0 = time.perf_counter_ns()
+                self.send({"type": "inputs", "size": lent.memory.size, "offsets": lent.offsets}, fd)
+                t_go = time.perf_counter_ns()
+                self.exchange(header, cmd)
+                t_done = time.perf_counter_ns()
+                sample.read(shared, stream)
+                t1 = time.perf_counter_ns()
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+                lent.close()
             return t1 - t0, t_go - t0, t1 - t_done
+
+        def readback():
+            """The whole output after the window, checked against the window's sample."""
+            sample.compare(list(shared.outputs.values()))
+            return shared.outputs
 
         def fresh(seed):
             made = source(seed)
@@ -319,7 +385,7 @@ class Driver:
                 if i:
                     inputs = fresh(seed)
                 call(chan.CALL, inputs)
-                self.keep(case, config, seed, source.on_device, readback)
+                self.keep(case, config, seed, source.on_device, readback())
                 times.kept += 1
         else:
             for i in range(g["warmup"]):
@@ -344,7 +410,7 @@ class Driver:
                 times.tail.append(tail_ns)
                 times.inproc.append(header.inproc_ns())
                 if coin(g["keep"]):
-                    self.keep(f"{g['name']}.c{len(times.samples) - 1}", config, seed, source.on_device, readback)
+                    self.keep(f"{g['name']}.c{len(times.samples) - 1}", config, seed, source.on_device, readback())
                     times.kept += 1
         self.exchange(header, chan.END_GROUP)
 
