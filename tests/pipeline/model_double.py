@@ -88,7 +88,8 @@ def anthropic_blocks(script, body):
                  "input": {"file_path": path, "content": script.solution}}], "tool_use"
     if step == 2:
         return [{"type": "tool_use", "id": new_id("toolu_"), "name": "Bash",
-                 "input": {"command": script.test_command, "description": "Run the visible tests"}}], "tool_use"
+                 "input": {"command": script.test_command, "description": "Run the visible tests",
+                           "timeout": 600000}}], "tool_use"  # ms; its default, 2 min, is short on a busy host
     # Claude Code marks a command that exits non-zero as an error result.
     result = last_tool_result(body) or {}
     verdict = "The visible tests failed." if result.get("is_error") else "The visible tests pass."
