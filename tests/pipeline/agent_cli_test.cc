@@ -127,6 +127,16 @@ void runScriptedSession(const CliAgent& cli) {
   EXPECT_NE(agentOut.find("Done: kernel.cpp now evaluates exp once per element. The visible tests pass."),
             std::string::npos)
       << "the CLI did not finish the scripted session, or the visible tests failed in the sandbox:\n" << agentOut;
+  // The snapshot holds exactly the kernel the CLI's tool wrote, and none of the CLI's own state
+  // (its home is on the sandbox's /tmp).
+  const fs::path snap = d.scratch("snapshot");
+  auto exported = d.ctl({"snapshot", "export", a.at("snapshot_sha256").get<std::string>(), "-o",
+                         (snap / "a.tar.zst").string()});
+  ASSERT_EQ(exported.exitCode, 0) << exported.err;
+  auto extracted = d.ctl({"snapshot", "extract", (snap / "a.tar.zst").string(), (snap / "ws").string()});
+  ASSERT_EQ(extracted.exitCode, 0) << extracted.err;
+  EXPECT_EQ(readFile(snap / "ws" / "kernel.cpp"), readFile(kSource / "tasks/cpu/softmax/solution/kernel.cpp"));
+  for (const char* home : {".home", ".claude", ".codex"}) EXPECT_FALSE(fs::exists(snap / "ws" / home)) << home;
 
   // The double saw the whole session: the CLI's own tools answered every step (read, write,
   // test), every request carried the key, and the test run's output came back to the model.
