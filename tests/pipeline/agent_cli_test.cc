@@ -173,6 +173,9 @@ void runScriptedSession(const CliAgent& cli) {
   // The double closes the connection after every streamed answer, so each model turn is a
   // connection of its own in the log.
   EXPECT_GE(allowed, static_cast<int>(turns.size())) << log;
+  // The shipped settings keep each CLI to its model API: no update check, telemetry or plugin
+  // sync asks the proxy for anything (a new pinned version that does shows up here).
+  EXPECT_EQ(denied, 0) << log;
   const json network = agent.at("network");
   EXPECT_EQ(network.at("connections"), allowed) << network.dump();
   EXPECT_EQ(network.at("denied"), denied) << network.dump();
