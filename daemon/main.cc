@@ -168,6 +168,23 @@ int main(int argc, char** argv) {
   app.add_option("--tenants", tenantsFile,
                  "Tenant policy (YAML: admins) (default /etc/akad/tenants.yaml if it exists; else root is the only admin)");
   app.add_option("--akacheck", akacheck, "The trusted checker (default: beside akad, or the build tree)");
+  std::string executor = "local";
+  slurm::SlurmConfig slurmConfig;
+  std::string slurmShared, slurmNodeProgram;
+  app.add_option("--executor", executor,
+                 "local: attempts run in this daemon's sandboxes; slurm: each attempt is a Slurm job running "
+                 "akad-node (docs/operations.md, \"Slurm\")")
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->capture_default_str();
+  app.add_option("--slurm-shared", slurmShared, "Slurm: the shared area, mounted at this path on every node");
+  app.add_option("--slurm-node-program", slurmNodeProgram, "Slurm: akad-node's path on the nodes (default: beside akad)");
+  app.add_option("--slurm-partition", slurmConfig.partition, "Slurm: partition (default: the cluster's)");
+  app.add_option("--slurm-account", slurmConfig.account, "Slurm: account (default: the submitting user's)");
+  app.add_option("--slurm-qos", slurmConfig.qos, "Slurm: quality of service");
+  app.add_option("--slurm-gres", slurmConfig.gres, "Slurm: the gres a GPU task asks one of (gpu, gpu:h200, ...)")
+      ->capture_default_str();
+  app.add_option("--slurm-time-limit", slurmConfig.time_limit_min, "Slurm: job time limit in minutes (0: the partition's)")
+      ->check(CLI::Range(0, 525600));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -310,13 +327,29 @@ int main(int argc, char** argv) {
     cfg.tenants = tenants;
     cfg.attempt_uids = *attemptRange;
     cfg.workspace_limits = workspaceLimits;
+    if (executor == "slurm") {
+      if (slurmShared.empty()) {
+        log::error("--executor slurm needs --slurm-shared (a folder every node mounts at the same path)");
+        return 2;
+      }
+      std::error_code ec;
+      fs::create_directories(slurmShared, ec);
+      if (ec) {
+        log::error("--slurm-shared ", slurmShared, ": ", ec.message());
+        return 2;
+      }
+      slurmConfig.shared = fs::absolute(slurmShared);
+      fs::path self = fs::read_symlink("/proc/self/exe", ec);
+      slurmConfig.node_program = !slurmNodeProgram.empty() ? fs::path(slurmNodeProgram) : self.parent_path() / "akad-node";
+      cfg.slurm = slurmConfig;
+    }
     scheduler = std::make_unique<Scheduler>(**store, events, snapshots, leases, cfg);
     if (auto s = scheduler->start(); !s) {
       log::error("cannot start the executor: ", s.error().message);
       return 1;
     }
     context.scheduler = scheduler.get();
-    context.executor = std::to_string(workers) + " worker(s)";
+    context.executor = std::to_string(workers) + " worker(s)" + (executor == "slurm" ? ", Slurm jobs" : "");
   }
   auto audit = AuditLog::open(fs::path(stateDir) / "audit.log");
   if (!audit) {

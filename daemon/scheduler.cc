@@ -6,6 +6,7 @@
 #include "daemon/pipeline/agent.h"
 #include "daemon/fair_share.h"
 #include "daemon/pipeline/attempt.h"
+#include "daemon/pipeline/attempt_setup.h"
 #include "daemon/pipeline/image.h"
 
 namespace fs = std::filesystem;
@@ -125,6 +126,66 @@ void limitAgent(AttemptPlan& plan, const json& options, const TenantLimits& limi
 
 }  // namespace
 
+AttemptSetup Scheduler::attemptSetup(const Task& task) const {
+  AttemptSetup setup;
+  setup.attempts_dir = config_.state_dir / "attempts";
+  setup.tasks_def_root = config_.state_dir / "tasks" / task.content_hash / "def";
+  setup.trusted_cache = config_.state_dir / "tasks";
+  setup.images_dir = config_.images_dir;
+  setup.akacheck = config_.akacheck;
+  setup.allow_agent_network = config_.allow_agent_network;
+  setup.workspace_limits = config_.workspace_limits;
+  setup.sandbox_uid = config_.sandbox_uid;
+  setup.sandbox_gid = config_.sandbox_gid;
+  return setup;
+}
+
+Result<json> Scheduler::executeOnSlurm(const AttemptRecord& a, const RunRecord& run, const Task& task,
+                                       const AttemptPlan& plan, std::shared_ptr<SandboxCanceller> canceller) {
+  slurm::SlurmJobInput in;
+  in.spec.attempt_id = a.id;
+  in.spec.run_id = a.runId;
+  in.spec.task_id = task.id;
+  in.spec.task_hash = task.content_hash;
+  in.spec.agent = agentToJson(plan.agent);
+  in.spec.agent_time_limit_s = plan.agent_time_limit_s;
+  in.spec.snapshot = plan.snapshot;
+  in.spec.images_dir = fs::absolute(config_.images_dir).string();  // the job runs in its own folder
+  in.spec.akacheck = fs::absolute(config_.akacheck).string();
+  in.spec.allow_agent_network = config_.allow_agent_network;
+  in.spec.workspace_bytes = config_.workspace_limits.bytes;
+  in.spec.workspace_inodes = config_.workspace_limits.inodes;
+  in.spec.sandbox_uid = config_.sandbox_uid;
+  in.spec.sandbox_gid = config_.sandbox_gid;
+  // The attempt's own uid, unique among every attempt this front end runs, on any node.
+  std::optional<UidLease> attemptUid;
+  if (config_.attempt_uids.count > 0)
+    if (auto uid = uids_.acquire()) attemptUid.emplace(uids_, *uid);
+  if (attemptUid) in.spec.candidate_uid = attemptUid->uid();
+  in.needs_gpu = task.gpu;
+  in.submitter_uid = static_cast<uid_t>(run.submitterUid);
+  in.task_def_root = config_.state_dir / "tasks" / task.content_hash / "def";
+  in.credentials = plan.credentials;
+  slurm::SlurmHooks hooks;
+  hooks.canceller = canceller.get();
+  hooks.on_stage = [&](const std::string& stage) {
+    auto change = store_.setAttemptStage(a.id, stage);
+    if (change) publish(change->events);
+  };
+  hooks.on_job = [&](const std::string& job, const std::string& node) {
+    auto change = store_.setAttemptExecutor(a.id, job, node);
+    if (change) publish(change->events);
+    else log::error("cannot record attempt ", a.id, "'s Slurm job: ", change.error().message);
+  };
+  hooks.on_snapshot = [&](const std::string& sha) -> Status {
+    auto change = store_.setAttemptSnapshot(a.id, sha);
+    if (!change) return change.error();
+    publish(change->events);
+    return {};
+  };
+  return slurm::runOnSlurm(*config_.slurm, in, snapshots_, hooks);
+}
+
 Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
   if (!a.taskHash) return Error{"attempt " + std::to_string(a.id) + " has no task version recorded"};
   const auto slash = a.taskId.find('/');
@@ -151,8 +212,9 @@ Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Schedu
 
 void Scheduler::workerLoop(int worker) {
   // GPU tasks are only taken while a GPU is free, so CPU tasks keep running meanwhile.
+  // With the Slurm executor Slurm places GPU tasks: every queued attempt is startable.
   auto eligible = [this](const AttemptRecord& a) {
-    return !a.needsGpu || gpus_.anyFree("");
+    return config_.slurm || !a.needsGpu || gpus_.anyFree("");
   };
   for (;;) {
     std::uint64_t seen = 0;
@@ -205,35 +267,19 @@ void Scheduler::execute(const AttemptRecord& a) {
     if (run->agentCommand) agent = adHocAgent(*run->agentCommand, task->limits.agent_s);
     else if (run->agent) agent = findAgent(config_.agents_dir, *run->agent);
     else if (plan.snapshot) agent = adHocAgent("true", 1);  // a re-score runs no agent
-    auto image = loadImageProfile(config_.images_dir, task->image);
-    // An agent that brings its own program (`image:` in its definition) gets that image over
-    // the task's; the scorer's sandboxes keep the task's alone.
-    std::optional<ImageProfile> agentImage;
-    Status agentImageLoaded;
-    if (agent && image && !agent->image.empty()) {
-      agentImage = *image;
-      if (auto st = layerImageProfile(*agentImage, config_.images_dir, agent->image); !st)
-        agentImageLoaded = Error{"agent '" + agent->name + "' needs image '" + agent->image + "': " + st.error().message};
-    }
+    Result<AttemptImages> images = Error{"no agent"};
+    if (agent) images = attemptImages(config_.images_dir, *task, *agent);
     if (!agent) outcome = agent.error();
-    else if (!image) outcome = image.error();
-    else if (!agentImageLoaded) outcome = agentImageLoaded.error();
+    else if (!images) outcome = images.error();
     else {
       plan.agent = *agent;
       limitAgent(plan, params.value("options", json::object()),
                  config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)));
-      AttemptServices s;
-      s.attempts_dir = config_.state_dir / "attempts";
-      s.snapshots = &snapshots_;
-      s.allow_agent_network = config_.allow_agent_network;
-      s.workspace_limits = config_.workspace_limits;
-      s.scoring.tasks_root = config_.state_dir / "tasks" / task->content_hash / "def";
-      s.scoring.trusted_cache = config_.state_dir / "tasks";
-      s.scoring.akacheck = config_.akacheck;
-      s.scoring.image = *image;
-      s.agent_image = agentImage;
-      s.scoring.sandbox_uid = config_.sandbox_uid;
-      s.scoring.sandbox_gid = config_.sandbox_gid;
+      if (config_.slurm) {
+        outcome = executeOnSlurm(a, *run, *task, plan, canceller);
+      } else {
+      AttemptServices s = baseServices(attemptSetup(*task), *images, &snapshots_);
+      const ImageProfile* image = &images->task;
       std::optional<UidLease> attemptUid;
       if (config_.attempt_uids.count > 0) {
         // The range holds at least one uid per worker (checked at start), and each worker runs
@@ -279,6 +325,7 @@ void Scheduler::execute(const AttemptRecord& a) {
         return AttemptServices::StageGpu{lease, {g->id}, g->model};
       };
       outcome = runAttempt(plan, s);
+      }
     }
   }
 

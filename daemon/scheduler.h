@@ -21,9 +21,11 @@
 #include "common/result.h"
 #include "daemon/events.h"
 #include "daemon/gpu_leases.h"
+#include "daemon/pipeline/attempt_setup.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/task.h"
 #include "daemon/pipeline/workspace_fs.h"
+#include "daemon/slurm/slurm_executor.h"
 #include "daemon/snapshot/store.h"
 #include "daemon/store.h"
 #include "daemon/tenants.h"
@@ -49,6 +51,8 @@ struct SchedulerConfig {
   UidRange attempt_uids;
   // The agent's workspace file system (daemon/pipeline/workspace_fs.h).
   WorkspaceLimits workspace_limits;
+  // Set: attempts run as Slurm jobs (daemon/slurm/slurm_executor.h), not in this process.
+  std::optional<slurm::SlurmConfig> slurm;
 };
 
 // Usage counts over this window (GPU hours per day; fair share's "time used recently").
@@ -83,6 +87,11 @@ class Scheduler {
   void execute(const AttemptRecord& attempt);
   void publish(const std::vector<EventRecord>& events);
   Result<Task> taskFor(const AttemptRecord& attempt);
+  // The daemon's configuration as the pieces of an attempt's services (attempt_setup.h).
+  AttemptSetup attemptSetup(const Task& task) const;
+  // The attempt as a Slurm job (config_.slurm set): what execute() does instead of runAttempt.
+  Result<nlohmann::json> executeOnSlurm(const AttemptRecord& a, const RunRecord& run, const Task& task,
+                                        const AttemptPlan& plan, std::shared_ptr<SandboxCanceller> canceller);
 
   Store& store_;
   EventBus& bus_;

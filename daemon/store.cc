@@ -89,6 +89,11 @@ CREATE TABLE gpu_usage (
 );
 CREATE INDEX gpu_usage_by_end ON gpu_usage(ended_at);
 )sql"},
+    {4, "executors: the batch system's job id and node of an attempt (akad --executor slurm)",
+     R"sql(
+ALTER TABLE attempts ADD COLUMN executor_job TEXT;
+ALTER TABLE attempts ADD COLUMN executor_node TEXT;
+)sql"},
 };
 
 Error notFound(const std::string& runId) {
@@ -193,7 +198,9 @@ json AttemptRecord::toJson() const {
               {"created_at", createdAt},
               {"started_at", optionalJson(startedAt)},
               {"ended_at", optionalJson(endedAt)},
-              {"needs_gpu", needsGpu}};
+              {"needs_gpu", needsGpu},
+              {"executor_job", optionalJson(executorJob)},
+              {"executor_node", optionalJson(executorNode)}};
 }
 
 json EventRecord::toJson() const {
@@ -423,7 +430,7 @@ Result<std::vector<AttemptRecord>> Store::attemptsOf(const std::string& runId) {
 Result<std::vector<AttemptRecord>> Store::queryAttempts(const std::string& where, const std::string& bindText) {
   auto st = db_.prepare(
       "SELECT id, run_id, task_id, task_hash, attempt_index, state, stage, snapshot_sha256, result, "
-      "error, created_at, started_at, ended_at, needs_gpu FROM attempts WHERE " + where);
+      "error, created_at, started_at, ended_at, needs_gpu, executor_job, executor_node FROM attempts WHERE " + where);
   if (!st) return st.error();
   if (where.find('?') != std::string::npos) st->bind(1, bindText);
   std::vector<AttemptRecord> out;
@@ -446,6 +453,8 @@ Result<std::vector<AttemptRecord>> Store::queryAttempts(const std::string& where
     a.startedAt = st->optionalText(11);
     a.endedAt = st->optionalText(12);
     a.needsGpu = st->integer(13) != 0;
+    a.executorJob = st->optionalText(14);
+    a.executorNode = st->optionalText(15);
     out.push_back(std::move(a));
   }
   return out;
@@ -717,6 +726,26 @@ Result<RunChange> Store::setAttemptColumn(std::int64_t attemptId, const char* co
 
 Result<RunChange> Store::setAttemptStage(std::int64_t attemptId, const std::string& stage) {
   return setAttemptColumn(attemptId, "stage", stage, "attempt.stage", "stage");
+}
+
+Result<RunChange> Store::setAttemptExecutor(std::int64_t attemptId, const std::string& job, const std::string& node) {
+  std::lock_guard lock(mutex_);
+  auto tx = sqlite::Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto found = loadAttempt(attemptId);
+  if (!found) return found.error();
+  auto up = db_.prepare("UPDATE attempts SET executor_job = ?, executor_node = ? WHERE id = ?");
+  if (!up) return up.error();
+  std::optional<std::string> nodeText;
+  if (!node.empty()) nodeText = node;
+  if (auto s = up->bind(1, job).bind(2, nodeText).bind(3, attemptId).run(); !s) return s.error();
+  auto ev = insertEvent(found->runId, found->id, "attempt.executor",
+                        json{{"job", job}, {"node", nodeText ? json(*nodeText) : json(nullptr)}, {"task", found->taskId}});
+  if (!ev) return ev.error();
+  auto run = loadRun(found->runId);
+  if (!run) return run.error();
+  if (auto s = tx->commit(); !s) return s.error();
+  return RunChange{std::move(*run), {*ev}};
 }
 
 Result<RunChange> Store::setAttemptSnapshot(std::int64_t attemptId, const std::string& sha256) {

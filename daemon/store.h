@@ -69,6 +69,9 @@ struct AttemptRecord {
   std::optional<std::string> startedAt;
   std::optional<std::string> endedAt;
   bool needsGpu = false;
+  // Where a batch system ran it (akad --executor slurm): its job id and node; unset locally.
+  std::optional<std::string> executorJob;
+  std::optional<std::string> executorNode;
   nlohmann::json toJson() const;
 };
 
@@ -168,6 +171,8 @@ class Store {
   // A GPU lease of an attempt has ended after `seconds`.
   Status recordGpuUsage(std::int64_t attemptId, std::int64_t uid, double seconds);
   Result<RunChange> setAttemptStage(std::int64_t attemptId, const std::string& stage);
+  // The batch system's job id and node (empty: not known yet) of a running attempt.
+  Result<RunChange> setAttemptExecutor(std::int64_t attemptId, const std::string& job, const std::string& node);
   Result<RunChange> setAttemptSnapshot(std::int64_t attemptId, const std::string& sha256);
   // Ends a running attempt (scored | failed | cancelled); a run whose attempts have all ended
   // becomes done. An attempt that is no longer running (cancelled meanwhile) is left as it is.

@@ -156,4 +156,41 @@ AgentDefinition adHocAgent(const std::string& shellCommand, double timeLimitS) {
   return a;
 }
 
+nlohmann::json agentToJson(const AgentDefinition& a) {
+  return {{"name", a.name},
+          {"description", a.description},
+          {"command", a.command},
+          {"network_host", a.network_host},
+          {"network_allow", a.network_allow},
+          {"allow", a.allow},
+          {"time_limit_s", a.time_limit_s},
+          {"mount_solution", a.mount_solution},
+          {"credentials", a.credentials},
+          {"env", a.env},
+          {"image", a.image},
+          {"template", a.template_only}};
+}
+
+Result<AgentDefinition> agentFromJson(const nlohmann::json& j) {
+  try {
+    AgentDefinition a;
+    a.name = j.at("name").get<std::string>();
+    a.description = j.at("description").get<std::string>();
+    a.command = j.at("command").get<std::vector<std::string>>();
+    a.network_host = j.at("network_host").get<bool>();
+    a.network_allow = j.at("network_allow").get<bool>();
+    a.allow = j.at("allow").get<std::vector<std::string>>();
+    a.time_limit_s = j.at("time_limit_s").get<double>();
+    a.mount_solution = j.at("mount_solution").get<bool>();
+    a.credentials = j.at("credentials").get<std::vector<std::string>>();
+    a.env = j.at("env").get<std::map<std::string, std::string>>();
+    a.image = j.at("image").get<std::string>();
+    a.template_only = j.at("template").get<bool>();
+    if (a.command.empty()) return Error{"the agent definition has no command"};
+    return a;
+  } catch (const nlohmann::json::exception& e) {
+    return Error{std::string("malformed agent definition: ") + e.what()};
+  }
+}
+
 }  // namespace akad

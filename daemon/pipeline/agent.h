@@ -57,4 +57,9 @@ std::vector<AgentDefinition> listAgents(const std::filesystem::path& agentsDir);
 // `akactl submit --agent-command 'CMD'`: run CMD with /bin/sh -c, no network.
 AgentDefinition adHocAgent(const std::string& shellCommand, double timeLimitS);
 
+// A resolved definition as JSON and back, for a program that runs the attempt elsewhere (the
+// Slurm executor's node program): every field, the limits already applied.
+nlohmann::json agentToJson(const AgentDefinition& agent);
+Result<AgentDefinition> agentFromJson(const nlohmann::json& j);
+
 }  // namespace akad

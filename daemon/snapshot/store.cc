@@ -239,6 +239,51 @@ Result<GcReport> SnapshotStore::gc(const std::set<std::string>& referenced) {
   return report;
 }
 
+Result<Manifest> SnapshotStore::importVerified(const fs::path& archive, const std::string& h) {
+  if (!validHash(h)) return badHash(h);
+  auto m = readManifest(manifestPathFor(archive));
+  if (!m) return Error{"the snapshot's manifest beside " + archive.string() + ": " + m.error().message, 0};
+  if (m->archive_sha256 != h)
+    return Error{"the manifest beside " + archive.string() + " names " + m->archive_sha256 + ", not " + h, 0};
+  if (auto s = ensureLayout(); !s) return s.error();
+  StoreLock lock;
+  if (auto s = lock.acquire(root_, LOCK_SH); !s) return s.error();
+  TempFile tmp;
+  if (auto s = tmp.create(root_ / "tmp", ".tar.zst"); !s) return s.error();
+  {
+    UniqueFd in(::open(archive.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in.valid()) return errnoError("cannot open " + archive.string());
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(in.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errnoError("cannot read " + archive.string());
+      if (n == 0) break;
+      if (auto s = writeAll(tmp.fd(), std::string(buf, static_cast<size_t>(n)), tmp.path()); !s) return s.error();
+    }
+  }
+  if (auto s = tmp.syncAndClose(); !s) return s.error();
+  // The copy is what is hashed: bytes that changed on the way in are refused, not stored.
+  auto actual = sha256File(tmp.path());
+  if (!actual) return actual.error();
+  if (*actual != h) return Error{"snapshot archive " + archive.string() + " hashes to " + *actual + ", not " + h, 0};
+  const fs::path dir = archivePath(h).parent_path();
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errnoError("cannot create " + dir.string());
+  const bool haveArchive = ::access(archivePath(h).c_str(), F_OK) == 0 && !isCorrupt(h);
+  if (!haveArchive)
+    if (auto s = tmp.renameTo(archivePath(h)); !s) return s.error();
+  if (!haveArchive || ::access(manifestPath(h).c_str(), F_OK) != 0) {
+    TempFile manifestTmp;
+    if (auto s = manifestTmp.create(root_ / "tmp", ".json"); !s) return s.error();
+    if (auto s = writeAll(manifestTmp.fd(), m->toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", manifestTmp.path()); !s) return s.error();
+    if (auto s = manifestTmp.syncAndClose(); !s) return s.error();
+    if (auto s = manifestTmp.renameTo(manifestPath(h)); !s) return s.error();
+  }
+  ::unlink(corruptMarkerPath(h).c_str());
+  if (auto s = fsyncPath(dir); !s) return s.error();
+  return m;
+}
+
 Status SnapshotStore::exportTo(const std::string& h, const fs::path& archive) {
   auto src = openVerified(h);
   if (!src) return src.error();

@@ -47,6 +47,10 @@ class SnapshotStore {
   // Copies a verified archive and its manifest out of the store (`akactl snapshot export`):
   // writes `archive` and manifestPathFor(archive).
   Status exportTo(const std::string& sha256, const std::filesystem::path& archive);
+  // The reverse, for an archive another machine made (the Slurm executor's nodes): copies
+  // `archive` and manifestPathFor(archive) in, and keeps them only if the copy hashes to
+  // `sha256` and the manifest names that hash.
+  Result<Manifest> importVerified(const std::filesystem::path& archive, const std::string& sha256);
 
   // JSON bodies for the daemon's snapshot.list / snapshot.show handlers.
   nlohmann::json listJson();

@@ -1,0 +1,189 @@
+// akad-node - runs one attempt on a Slurm node for akad's Slurm executor (slurm_executor.h):
+//
+//   akad-node run --job DIR [--work DIR]
+//
+// DIR is the attempt's folder in the shared area (shared_area.h). The program rebuilds the
+// attempt from spec.json, runs its stages through the same pipeline as the daemon's own
+// executor (daemon/pipeline/attempt.cc: akabox sandboxes, snapshot, isolated scoring) in a
+// node-local work folder, and leaves its stage, snapshot and result in DIR/out-<job>-<restart>/
+// for the front end, each written durably. The work folder and this job's sandbox cgroups are
+// removed before it exits. Exit status: 0 when result.json was written (whatever the attempt's
+// outcome), 1 when not even that was possible, 2 on usage.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "daemon/pipeline/agent.h"
+#include "daemon/pipeline/attempt.h"
+#include "daemon/pipeline/attempt_setup.h"
+#include "daemon/pipeline/files.h"
+#include "daemon/pipeline/sandbox_run.h"
+#include "daemon/pipeline/task.h"
+#include "daemon/slurm/shared_area.h"
+#include "daemon/snapshot/store.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace akad;
+
+namespace {
+
+std::string envOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+SandboxCanceller* g_canceller = nullptr;
+
+// Slurm ends a job (scancel, time limit, requeue) with SIGTERM, then SIGKILL after KillWait:
+// the sandboxes are cancelled so the attempt's folders and cgroups can still be removed.
+void onTerm(int) {
+  if (g_canceller) g_canceller->cancel();
+}
+
+Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path& outDir) {
+  auto specText = readFileLimited(jobDir / "spec.json", 1 << 20);
+  if (!specText) return specText.error();
+  json specJson = json::parse(*specText, nullptr, false);
+  if (specJson.is_discarded()) return Error{"spec.json is not JSON"};
+  auto spec = slurm::specFromJson(specJson);
+  if (!spec) return spec.error();
+
+  std::map<std::string, std::string> credentials;
+  const fs::path credFile = jobDir / "credentials.json";
+  if (fs::exists(credFile)) {
+    auto text = readFileLimited(credFile, 1 << 20);
+    std::error_code ec;
+    fs::remove(credFile, ec);  // read once; a requeued job runs without them
+    if (!text) return text.error();
+    json c = json::parse(*text, nullptr, false);
+    if (!c.is_object()) return Error{"credentials.json is malformed"};
+    for (const auto& [k, v] : c.items())
+      if (v.is_string()) credentials[k] = v.get<std::string>();
+  }
+
+  const auto slash = spec->task_id.find('/');
+  const fs::path shared = jobDir.parent_path().parent_path();
+  const fs::path defRoot = shared / "tasks" / spec->task_hash / "def";
+  auto task = loadTask(defRoot / spec->task_id.substr(0, slash) / spec->task_id.substr(slash + 1));
+  if (!task) return Error{"the task " + spec->task_id + " cannot be loaded on this node: " + task.error().message};
+  if (task->content_hash != spec->task_hash)
+    return Error{"the task " + spec->task_id + " in the shared area does not hash to " + spec->task_hash};
+  auto agent = agentFromJson(spec->agent);
+  if (!agent) return agent.error();
+  auto images = attemptImages(spec->images_dir, *task, *agent);
+  if (!images) return images.error();
+
+  AttemptSetup setup;
+  setup.attempts_dir = work / "attempts";
+  setup.tasks_def_root = defRoot;
+  setup.trusted_cache = work / "tasks";
+  setup.images_dir = spec->images_dir;
+  setup.akacheck = spec->akacheck;
+  setup.allow_agent_network = spec->allow_agent_network;
+  setup.workspace_limits.bytes = spec->workspace_bytes;
+  setup.workspace_limits.inodes = spec->workspace_inodes;
+  setup.sandbox_uid = spec->sandbox_uid;
+  setup.sandbox_gid = spec->sandbox_gid;
+  std::error_code ec;
+  for (const fs::path& d : {setup.attempts_dir, setup.trusted_cache}) {
+    fs::create_directories(d, ec);
+    if (ec) return Error{"cannot create " + d.string() + ": " + ec.message()};
+  }
+  snapshot::SnapshotStore store(work / "snapshots");
+
+  AttemptPlan plan;
+  plan.attempt_id = spec->attempt_id;
+  plan.run_id = spec->run_id;
+  plan.task = &*task;
+  plan.agent = *agent;
+  plan.credentials = credentials;
+  plan.agent_time_limit_s = spec->agent_time_limit_s;
+  if (spec->snapshot) {
+    auto m = store.importVerified(jobDir / "snapshot.tar.zst", *spec->snapshot);
+    if (!m) return Error{"the snapshot to score: " + m.error().message};
+    plan.snapshot = *spec->snapshot;
+  }
+
+  SandboxCanceller canceller;
+  g_canceller = &canceller;
+  AttemptServices s = baseServices(setup, *images, &store);
+  if (spec->candidate_uid != 0) {
+    s.scoring.candidate_uid = spec->candidate_uid;
+    s.scoring.candidate_gid = spec->candidate_uid;
+  }
+  s.scoring.canceller = &canceller;
+  s.on_stage = [&](const std::string& stage) {
+    if (auto st = slurm::writeDurably(outDir / "stage", stage + "\n"); !st)
+      log::warn("cannot record the stage: ", st.error().message);
+  };
+  std::optional<std::string> snapshotSha;
+  s.on_snapshot = [&](const std::string& sha) -> Status {
+    snapshotSha = sha;
+    return {};
+  };
+  // GPU tasks: Slurm allocated this job's GPU through gres and its cgroup; the sandboxes get
+  // the GPU Slurm names (AKAD_NODE_GPU, e.g. nvidia0; the job's prolog or the site's gres
+  // configuration sets it, docs/operations.md).
+  const std::string gpu = envOr("AKAD_NODE_GPU", "");
+  if (task->gpu)
+    s.lease_gpu = [&](const std::string&) -> Result<AttemptServices::StageGpu> {
+      if (gpu.empty()) return Error{"this node gave the job no GPU (AKAD_NODE_GPU is not set)"};
+      return AttemptServices::StageGpu{nullptr, {gpu}, envOr("AKAD_NODE_GPU_MODEL", "")};
+    };
+  auto result = runAttempt(plan, s);
+  g_canceller = nullptr;
+  if (!result) return result.error();
+  json out = {{"ok", true}, {"result", *result}, {"snapshot", nullptr}};
+  if (snapshotSha) {
+    if (auto st = store.exportTo(*snapshotSha, outDir / "snapshot.tar.zst"); !st) return st.error();
+    out["snapshot"] = *snapshotSha;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4 || std::string(argv[1]) != "run" || std::string(argv[2]) != "--job") {
+    std::cerr << "usage: akad-node run --job DIR [--work DIR]\n";
+    return 2;
+  }
+  const fs::path jobDir = argv[3];
+  const std::string job = envOr("SLURM_JOB_ID", "local");
+  const int restart = std::atoi(envOr("SLURM_RESTART_COUNT", "0").c_str());
+  fs::path work = fs::path(envOr("TMPDIR", "/tmp")) / ("akad-node-" + job + "-" + std::to_string(restart));
+  if (argc >= 6 && std::string(argv[4]) == "--work") work = argv[5];
+  const fs::path outDir = jobDir / slurm::incarnationName(job, restart);
+  std::error_code ec;
+  fs::create_directories(outDir, ec);
+  if (ec) {
+    std::cerr << "akad-node: cannot create " << outDir << ": " << ec.message() << "\n";
+    return 1;
+  }
+  std::signal(SIGTERM, onTerm);
+  std::signal(SIGPIPE, SIG_IGN);
+  // This job's sandboxes in a cgroup parent of their own: the clean-up below touches nothing
+  // of another job's on the same node.
+  setDefaultCgroupParent("akad-node-" + job + "-" + std::to_string(restart));
+  Result<json> r = runJob(jobDir, work, outDir);
+  json out = r ? *r : json{{"ok", false}, {"error", r.error().message}};
+  unmountEverythingUnder(work / "attempts");
+  fs::remove_all(work, ec);
+  cleanupSandboxLeftovers();
+  if (auto st = slurm::writeDurably(outDir / "result.json", out.dump() + "\n"); !st) {
+    std::cerr << "akad-node: " << st.error().message << "\n";
+    return 1;
+  }
+  std::cerr << "akad-node: attempt " << (r ? "finished" : "failed: " + r.error().message) << "\n";
+  return 0;
+}
