@@ -296,13 +296,18 @@ void EgressProxy::serve(int client) {
     if (!splitAuthority(authority.find(':') == std::string::npos || authority.back() == ']' ? authority + ":80" : authority,
                         host, port))
       return refuse(400, "malformed http:// target");
-    // Origin form for the server; the proxy's own headers stay here.
-    forwardHead = method + " " + (pathStart == std::string::npos ? "/" : target.substr(pathStart)) + " " + version + "\r\n";
+    // Origin form for the server; the proxy's own headers stay here. One request per
+    // connection: the server is told to close after its answer, so a client's next request
+    // comes as a new connection, checked against the list and logged on its own (a kept-alive
+    // connection would carry it to this server unchecked and unlogged).
+    forwardHead = method + " " + (pathStart == std::string::npos ? "/" : target.substr(pathStart)) + " " + version +
+                  "\r\nConnection: close\r\n";
     std::size_t pos = lineEnd + 2;
     while (pos < head.size()) {
       const auto e = head.find("\r\n", pos);
       const std::string line = head.substr(pos, e - pos);
-      if (lower(line.substr(0, 6)) != "proxy-") forwardHead += line + "\r\n";
+      const std::string name = lower(line.substr(0, line.find(':')));
+      if (name.rfind("proxy-", 0) != 0 && name != "connection" && name != "keep-alive") forwardHead += line + "\r\n";
       pos = e + 2;
     }
     forwardHead += "\r\n";

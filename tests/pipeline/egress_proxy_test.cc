@@ -182,13 +182,18 @@ TEST_F(EgressProxyTest, PlainHttpIsForwardedInOriginFormWithoutTheProxysHeaders)
   startProxy({"127.0.0.1:" + std::to_string(up.port()) + " private"});
   const std::string target = "127.0.0.1:" + std::to_string(up.port());
   const int c = client("GET http://" + target + "/v1/models?x=1 HTTP/1.1\r\nHost: " + target +
-                       "\r\nProxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n");
+                       "\r\nProxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\n"
+                       "Accept: */*\r\n\r\n");
   const std::string echoed = readSome(c, 40);
   ::close(c);
   proxy_->stop();
   EXPECT_EQ(up.firstRequest().rfind("GET /v1/models?x=1 HTTP/1.1\r\n", 0), 0u) << up.firstRequest();
   EXPECT_EQ(up.firstRequest().find("Proxy-"), std::string::npos) << up.firstRequest();
   EXPECT_NE(up.firstRequest().find("Accept: */*\r\n\r\n"), std::string::npos) << up.firstRequest();
+  // One request per connection: the server is told to close, and the client's keep-alive is
+  // not passed on, so every request is checked and logged on a connection of its own.
+  EXPECT_NE(up.firstRequest().find("\r\nConnection: close\r\n"), std::string::npos) << up.firstRequest();
+  EXPECT_EQ(up.firstRequest().find("keep-alive"), std::string::npos) << up.firstRequest();
   EXPECT_EQ(echoed.rfind("GET /v1/models", 0), 0u);
 }
 
