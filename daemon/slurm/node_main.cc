@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/time_text.h"
 #include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/attempt.h"
 #include "daemon/pipeline/attempt_setup.h"
@@ -43,6 +44,18 @@ std::string envOr(const char* name, const std::string& fallback) {
 }
 
 SandboxCanceller* g_canceller = nullptr;
+
+// The GPU Slurm gave the job, as akabox names it: AKAD_NODE_GPU when the site sets it (a task
+// prolog; AMD GPUs), else the first of SLURM_JOB_GPUS (global indices) as nvidia<N> when that
+// device node exists. Empty: none.
+std::string allocatedGpu() {
+  if (const std::string g = envOr("AKAD_NODE_GPU", ""); !g.empty()) return g;
+  const std::string ids = envOr("SLURM_JOB_GPUS", "");
+  const std::string first = ids.substr(0, ids.find(','));
+  if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) return "";
+  std::error_code ec;
+  return fs::exists("/dev/nvidia" + first, ec) ? "nvidia" + first : "";
+}
 
 // Slurm ends a job (scancel, time limit, requeue) with SIGTERM, then SIGKILL after KillWait:
 // the sandboxes are cancelled so the attempt's folders and cgroups can still be removed.
@@ -131,10 +144,8 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
     snapshotSha = sha;
     return {};
   };
-  // GPU tasks: Slurm allocated this job's GPU through gres and its cgroup; the sandboxes get
-  // the GPU Slurm names (AKAD_NODE_GPU, e.g. nvidia0; the job's prolog or the site's gres
-  // configuration sets it, docs/operations.md).
-  const std::string gpu = envOr("AKAD_NODE_GPU", "");
+  // GPU tasks: Slurm allocated this job's GPU through gres; the sandboxes get that one.
+  const std::string gpu = allocatedGpu();
   if (task->gpu)
     s.lease_gpu = [&](const std::string&) -> Result<AttemptServices::StageGpu> {
       if (gpu.empty()) return Error{"this node gave the job no GPU (AKAD_NODE_GPU is not set)"};
@@ -151,6 +162,15 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
   return out;
 }
 
+// The job's cgroup parent itself, in every hierarchy (v1 controllers and the v2 tree), once
+// akabox's clean-up has emptied it: rmdir removes only an empty cgroup.
+void removeCgroupParent(const std::string& parent) {
+  std::error_code ec;
+  ::rmdir(("/sys/fs/cgroup/" + parent).c_str());
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
+    if (h.is_directory(ec) && !h.is_symlink(ec)) ::rmdir((h.path() / parent).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,7 +181,8 @@ int main(int argc, char** argv) {
   const fs::path jobDir = argv[3];
   const std::string job = envOr("SLURM_JOB_ID", "local");
   const int restart = std::atoi(envOr("SLURM_RESTART_COUNT", "0").c_str());
-  fs::path work = fs::path(envOr("TMPDIR", "/tmp")) / ("akad-node-" + job + "-" + std::to_string(restart));
+  fs::path work = fs::path(envOr("TMPDIR", "/tmp")) /
+                 ("akad-node-" + envOr("SLURM_CLUSTER_NAME", "local") + "-" + job + "-" + std::to_string(restart));
   if (argc >= 6 && std::string(argv[4]) == "--work") work = argv[5];
   const fs::path outDir = jobDir / slurm::incarnationName(job, restart);
   std::error_code ec;
@@ -174,12 +195,29 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   // This job's sandboxes in a cgroup parent of their own: the clean-up below touches nothing
   // of another job's on the same node.
-  setDefaultCgroupParent("akad-node-" + job + "-" + std::to_string(restart));
+  // Earlier incarnations of this job are dead (Slurm requeued it): whatever of theirs is left
+  // on this node (a step killed with its slurmd) goes first.
+  const std::string cgroupPrefix = "akad-node-" + envOr("SLURM_CLUSTER_NAME", "local") + "-" + job + "-";
+  for (int r = 0; r < restart; ++r) {
+    setDefaultCgroupParent(cgroupPrefix + std::to_string(r));
+    cleanupSandboxLeftovers();
+    removeCgroupParent(cgroupPrefix + std::to_string(r));
+  }
+  for (int r = 0; r < restart; ++r) {
+    std::error_code rec;
+    const fs::path old = work.parent_path() / (cgroupPrefix + std::to_string(r));
+    unmountEverythingUnder(old / "attempts");
+    fs::remove_all(old, rec);
+  }
+  const std::string cgroupParent = cgroupPrefix + std::to_string(restart);
+  setDefaultCgroupParent(cgroupParent);
   Result<json> r = runJob(jobDir, work, outDir);
   json out = r ? *r : json{{"ok", false}, {"error", r.error().message}};
+  out["finished_at"] = isoTimeUtc();  // for the front end's pick-up latency
   unmountEverythingUnder(work / "attempts");
   fs::remove_all(work, ec);
   cleanupSandboxLeftovers();
+  removeCgroupParent(cgroupParent);
   if (auto st = slurm::writeDurably(outDir / "result.json", out.dump() + "\n"); !st) {
     std::cerr << "akad-node: " << st.error().message << "\n";
     return 1;

@@ -191,7 +191,11 @@ Result<json> runOnSlurm(const SlurmConfig& c, const SlurmJobInput& in, snapshot:
   if (!r.contains("result")) return Error{"Slurm job " + job + " left no result"};
   json result = r["result"];
   if (result.is_object())
-    result["executor"] = {{"kind", "slurm"}, {"job", job}, {"node", lastNode}, {"restarts", last.restarts}};
+    result["executor"] = {{"kind", "slurm"},
+                          {"job", job},
+                          {"node", lastNode},
+                          {"restarts", last.restarts},
+                          {"node_finished_at", r.value("finished_at", std::string())}};
   return result;
 }
 

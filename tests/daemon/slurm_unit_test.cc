@@ -1,0 +1,124 @@
+// The Slurm executor's pieces that need no cluster: the sbatch command line a job gets, the
+// job spec's round trip and its refusal of malformed specs, the shared area's durable writes.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/pipeline/agent.h"
+#include "daemon/slurm/shared_area.h"
+#include "daemon/slurm/slurm_executor.h"
+
+namespace fs = std::filesystem;
+using namespace akad;
+using namespace akad::slurm;
+
+namespace {
+
+bool hasPair(const std::vector<std::string>& cmd, const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i + 1 < cmd.size(); ++i)
+    if (cmd[i] == flag && cmd[i + 1] == value) return true;
+  return false;
+}
+
+TEST(SlurmCommand, AGpuTaskAsksForOneGresAndTheTenantsAccountWins) {
+  SlurmConfig c;
+  c.node_program = "/opt/akad/bin/akad-node";
+  c.partition = "mi300";
+  c.account = "bench";
+  c.qos = "normal";
+  c.gres = "gpu:h200";
+  c.time_limit_min = 90;
+  c.tenant_accounts[1001] = "alice-lab";
+  SlurmJobInput in;
+  in.spec.attempt_id = 42;
+  in.needs_gpu = true;
+  in.submitter_uid = 1001;
+  const auto cmd = sbatchCommand(c, in, "/shared/jobs/a42-x");
+  EXPECT_EQ(cmd.front(), "sbatch");
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--requeue"), cmd.end());
+  EXPECT_TRUE(hasPair(cmd, "--gres", "gpu:h200:1"));
+  EXPECT_TRUE(hasPair(cmd, "--partition", "mi300"));
+  EXPECT_TRUE(hasPair(cmd, "--account", "alice-lab"));
+  EXPECT_TRUE(hasPair(cmd, "--qos", "normal"));
+  EXPECT_TRUE(hasPair(cmd, "--time", "90"));
+  EXPECT_TRUE(hasPair(cmd, "--job-name", "akad-a42"));
+  EXPECT_EQ(cmd.back(), "exec '/opt/akad/bin/akad-node' run --job '/shared/jobs/a42-x'");
+
+  in.needs_gpu = false;
+  in.submitter_uid = 7;
+  const auto cpu = sbatchCommand(c, in, "/shared/jobs/a42-x");
+  EXPECT_EQ(std::find(cpu.begin(), cpu.end(), "--gres"), cpu.end()) << "a CPU task asked for a GPU";
+  EXPECT_TRUE(hasPair(cpu, "--account", "bench"));
+}
+
+TEST(SlurmCommand, AQuoteInAPathCannotBreakOutOfTheWrappedCommand) {
+  SlurmConfig c;
+  c.node_program = "/opt/it's/akad-node";
+  SlurmJobInput in;
+  const auto cmd = sbatchCommand(c, in, "/shared/jobs/a1'; touch /tmp/x; '");
+  EXPECT_EQ(cmd.back(), "exec '/opt/it'\\''s/akad-node' run --job '/shared/jobs/a1'\\''; touch /tmp/x; '\\'''");
+}
+
+TEST(SlurmSpec, RoundTripsAndRefusesMalformedSpecs) {
+  AttemptJobSpec s;
+  s.attempt_id = 7;
+  s.run_id = "r-1";
+  s.task_id = "cpu/softmax";
+  s.task_hash = "abc123";
+  s.agent = agentToJson(adHocAgent("true", 5));
+  s.snapshot = std::string(64, 'a');
+  s.candidate_uid = 700000001;
+  auto back = specFromJson(toJson(s));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->attempt_id, 7);
+  EXPECT_EQ(back->task_id, "cpu/softmax");
+  EXPECT_EQ(*back->snapshot, std::string(64, 'a'));
+  EXPECT_EQ(back->candidate_uid, 700000001u);
+  auto agent = agentFromJson(back->agent);
+  ASSERT_TRUE(agent) << agent.error().message;
+  EXPECT_EQ(agent->command, adHocAgent("true", 5).command);
+
+  nlohmann::json bad = toJson(s);
+  bad["task_hash"] = "../../etc";
+  EXPECT_FALSE(specFromJson(bad)) << "a task hash with a slash would leave the shared area's tasks folder";
+  bad = toJson(s);
+  bad.erase("agent");
+  EXPECT_FALSE(specFromJson(bad));
+  EXPECT_FALSE(specFromJson(nlohmann::json::array()));
+  nlohmann::json noCommand = agentToJson(adHocAgent("true", 5));
+  noCommand["command"] = nlohmann::json::array();
+  EXPECT_FALSE(agentFromJson(noCommand));
+}
+
+TEST(SharedArea, DurableWritesReplaceWholeAndKeepTheirMode) {
+  const fs::path dir = fs::temp_directory_path() / ("akad-shared-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ASSERT_TRUE(writeDurably(dir / "result.json", "first\n"));
+  ASSERT_TRUE(writeDurably(dir / "result.json", "second\n"));
+  ASSERT_TRUE(writeDurably(dir / "credentials.json", "{}", 0600));
+  std::ifstream in(dir / "result.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "second\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "credentials.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2) << "a temporary file was left beside the written ones";
+  // A tree is published whole, once.
+  fs::create_directories(dir / "src" / "cpu" / "t");
+  std::ofstream(dir / "src" / "cpu" / "t" / "task.yaml") << "id: t\n";
+  ASSERT_TRUE(publishTree(dir / "src", dir / "tasks" / "h" / "def"));
+  ASSERT_TRUE(publishTree(dir / "src", dir / "tasks" / "h" / "def"));  // already there: kept
+  EXPECT_TRUE(fs::exists(dir / "tasks" / "h" / "def" / "cpu" / "t" / "task.yaml"));
+  fs::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,232 @@
+// akad --executor slurm against a real Slurm cluster of one machine (scripts/slurm-test-cluster:
+// munged, slurmctld, one slurmd with a stand-in GPU gres, from Debian's packages): every
+// attempt is scored once through a Slurm job, the job id and node are recorded, cancel empties
+// the queue, a node that fails mid-attempt leads to a requeue and one score, and nothing is left
+// in the queue, the shared area or the node's cgroups.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <regex>
+
+#include "tests/pipeline/pipeline_daemon.h"
+
+namespace akad::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+const fs::path kClusterScript = fs::path(AKAD_SOURCE_DIR) / "scripts" / "slurm-test-cluster";
+
+// The test's own cluster: started in its folder, stopped (by the pids it wrote) at the end.
+class TestCluster {
+ public:
+  TestCluster() {
+    auto r = runCommand({kClusterScript.string(), "start", dir_.path().string() + "/cluster"}, {}, 120s);
+    ok_ = r.exitCode == 0;
+    why_ = r.err + r.out;
+    if (ok_) {
+      ::setenv("SLURM_CONF", (dir_.path() / "cluster" / "slurm.conf").c_str(), 1);
+      std::smatch m;
+      const std::string conf = readFile(dir_.path() / "cluster" / "slurm.conf");
+      if (std::regex_search(conf, m, std::regex("ClusterName=([a-z0-9]+)"))) name_ = m[1].str();
+    }
+  }
+  ~TestCluster() {
+    (void)runCommand({kClusterScript.string(), "stop", (dir_.path() / "cluster").string()}, {}, 60s);
+    ::unsetenv("SLURM_CONF");
+  }
+  bool ok() const { return ok_; }
+  const std::string& name() const { return name_; }
+  const std::string& why() const { return why_; }
+  void nodeDown() { runCommand({kClusterScript.string(), "node-down", (dir_.path() / "cluster").string()}, {}, 30s); }
+  void nodeUp() { runCommand({kClusterScript.string(), "node-up", (dir_.path() / "cluster").string()}, {}, 30s); }
+
+ private:
+  TempDir dir_;
+  bool ok_ = false;
+  std::string why_, name_;
+};
+
+// A Slurm command, found on PATH (the harness's runCommand takes a path).
+CommandResult slurmCommand(const std::vector<std::string>& argv) {
+  std::vector<std::string> sh = {"/bin/sh", "-c", "exec \"$0\" \"$@\""};
+  sh.insert(sh.end(), argv.begin(), argv.end());
+  auto r = runCommand(sh, {}, 30s);
+  EXPECT_EQ(r.exitCode, 0) << argv[0] << ": " << r.err;
+  return r;
+}
+
+// Our jobs in Slurm's queue (name akad-a<attempt>), with their states.
+std::vector<std::string> queueOf() {
+  auto r = slurmCommand({"squeue", "-h", "-o", "%j %T"});
+  std::vector<std::string> out;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("akad-a", 0) == 0) out.push_back(line);
+  return out;
+}
+
+std::string jobField(const std::string& job, const std::string& key) {
+  auto r = slurmCommand({"scontrol", "show", "job", "-o", job});
+  std::smatch m;
+  const std::regex re(key + "=([^ ]*)");
+  return std::regex_search(r.out, m, re) ? m[1].str() : "";
+}
+
+// The node programs' cgroup parents and work folders of this cluster's jobs.
+std::vector<fs::path> nodeLeftovers(const std::string& cluster) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  const std::string prefix = "akad-node-" + cluster + "-";
+  auto scan = [&](const fs::path& dir) {
+    for (const auto& c : fs::directory_iterator(dir, ec))
+      if (c.path().filename().string().rfind(prefix, 0) == 0) out.push_back(c.path());
+  };
+  scan("/sys/fs/cgroup");
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
+    if (h.is_directory(ec)) scan(h.path());
+  scan(fs::temp_directory_path());
+  return out;
+}
+
+bool slurmInstalled() {
+  return runCommand({"/bin/sh", "-c", "command -v slurmctld && command -v munged"}, {}, 10s).exitCode == 0;
+}
+
+class SlurmExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!slurmInstalled()) GTEST_SKIP() << "slurm-wlm and munge are not installed (scripts/install-deps installs them)";
+    cluster_ = std::make_unique<TestCluster>();
+    ASSERT_TRUE(cluster_->ok()) << cluster_->why();
+    daemon_ = std::make_unique<PipelineDaemon>("slurm", PipelineDaemon::Timing::Quick);
+    shared_ = daemon_->scratch("shared");
+    daemon_->start({"--executor", "slurm", "--slurm-shared", shared_.string(), "--workers", "2"});
+  }
+  void TearDown() override {
+    if (!daemon_) return;
+    daemon_->stop();
+    daemon_->expectNothingLeft();
+    EXPECT_TRUE(queueOf().empty()) << "jobs left in Slurm's queue";
+    std::error_code ec;
+    EXPECT_TRUE(fs::is_empty(shared_ / "jobs", ec) || !fs::exists(shared_ / "jobs")) << "job folders left in the shared area";
+    ASSERT_FALSE(cluster_->name().empty());
+    for (const fs::path& p : nodeLeftovers(cluster_->name())) ADD_FAILURE() << "a node program left " << p;
+    daemon_.reset();
+    cluster_.reset();
+  }
+
+  std::unique_ptr<TestCluster> cluster_;
+  std::unique_ptr<PipelineDaemon> daemon_;
+  fs::path shared_;
+};
+
+// The events of one attempt, oldest first.
+json eventsOf(PipelineDaemon& d, const std::string& run, std::int64_t attempt) {
+  auto r = d.ctl({"--json", "watch", run}, 60s);
+  json out = json::array();
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    json e = json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("attempt_id", json()) == json(attempt)) out.push_back(e);
+  }
+  return out;
+}
+
+TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTheQueue) {
+  PipelineDaemon& d = *daemon_;
+  const std::string run = d.submit({"cpu/softmax", "cpu/reduction", "--agent", "reference"});
+  json attempts = d.waitRun(run, 900s);
+  ASSERT_EQ(attempts.size(), 2u);
+  for (const json& a : attempts) {
+    ASSERT_EQ(a.at("state"), "scored") << a.dump();
+    const json& r = a.at("result");
+    EXPECT_TRUE(r.at("correct").get<bool>()) << a.dump();
+    EXPECT_GT(r.at("speedup").get<double>(), 1.0) << a.at("task_id");
+    EXPECT_TRUE(a.at("executor_job").is_string()) << a.dump();
+    EXPECT_EQ(a.at("executor_node"), "akadnode1");
+    EXPECT_EQ(r.at("executor").at("kind"), "slurm");
+    EXPECT_EQ(r.at("executor").at("job"), a.at("executor_job"));
+    EXPECT_TRUE(a.at("snapshot_sha256").is_string()) << "the snapshot did not come back to the front end";
+    // Where the Slurm path's time went: from the attempt's claim to the node's first stage
+    // (sbatch, Slurm's scheduling, the job's start: queue time included when the node was
+    // busy), and from the node program's end to the front end's record of the score.
+    json ev = eventsOf(d, run, a.at("id").get<std::int64_t>());
+    double start = -1, firstNode = -1, end = -1;
+    for (const json& e : ev) {
+      const double t = isoSeconds(e.value("at", std::string()));
+      const std::string kind = e.value("kind", std::string());
+      const json data = e.value("data", json::object());
+      if (kind == "attempt.state" && data.value("state", std::string()) == "running" && start < 0) start = t;
+      if (kind == "attempt.stage" && firstNode < 0 && data.value("stage", std::string()).rfind("slurm:", 0) != 0)
+        firstNode = t;
+      if (kind == "attempt.state" && data.value("state", std::string()) == "scored") end = t;
+    }
+    const double nodeEnd = isoSeconds(r.at("executor").value("node_finished_at", std::string()));
+    EXPECT_GT(nodeEnd, 0);
+    std::cout << "[ figure ] " << a.at("task_id").get<std::string>() << ": claimed to first stage on the node "
+              << firstNode - start << " s; node program's end to scored " << end - nodeEnd << " s\n";
+    // Scored once: one "scored" event for the attempt.
+    int scored = 0;
+    for (const json& e : ev)
+      if (e.value("kind", std::string()) == "attempt.state" && e.value("data", json::object()).value("state", std::string()) == "scored")
+        ++scored;
+    EXPECT_EQ(scored, 1);
+  }
+
+  // Cancel: a run whose jobs are running and queued (the node takes one job at a time).
+  const std::string second = d.submit({"cpu/softmax", "cpu/reduction", "cpu/matmul", "--agent", "reference"});
+  bool queued = false;
+  for (int i = 0; i < 120 && !queued; ++i) {
+    for (const std::string& j : queueOf())
+      if (j.find("PENDING") != std::string::npos) queued = true;
+    if (!queued) std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_TRUE(queued) << "no job of the second run waited in Slurm's queue";
+  auto c = d.ctl({"cancel", second});
+  ASSERT_EQ(c.exitCode, 0) << c.err;
+  json cancelled = d.waitRun(second, 120s);
+  for (const json& a : cancelled) EXPECT_EQ(a.at("state"), "cancelled") << a.dump();
+  for (int i = 0; i < 60 && !queueOf().empty(); ++i) std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(queueOf().empty()) << "cancelled jobs are still in Slurm's queue";
+}
+
+TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScore) {
+  PipelineDaemon& d = *daemon_;
+  const std::string run = d.submit({"cpu/softmax", "--agent", "reference"});
+  // Until the node runs the attempt's stages.
+  std::string job;
+  for (int i = 0; i < 240; ++i) {
+    json a = d.ctlJson({"status", run}).at("attempts").at(0);
+    const std::string stage = a.value("stage", json("")).is_string() ? a.value("stage", std::string()) : "";
+    if (a.at("executor_job").is_string() && !stage.empty() && stage.rfind("slurm:", 0) != 0) {
+      job = a.at("executor_job");
+      break;
+    }
+    std::this_thread::sleep_for(250ms);
+  }
+  ASSERT_FALSE(job.empty()) << "the attempt never started on the node";
+  cluster_->nodeDown();
+  bool requeued = false;
+  for (int i = 0; i < 120 && !requeued; ++i) {
+    requeued = jobField(job, "Restarts") == "1";
+    if (!requeued) std::this_thread::sleep_for(1s);
+  }
+  cluster_->nodeUp();
+  ASSERT_TRUE(requeued) << "Slurm did not requeue the job of the failed node: " << jobField(job, "JobState");
+  json attempts = d.waitRun(run, 900s);
+  ASSERT_EQ(attempts.size(), 1u);
+  const json& a = attempts.at(0);
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  EXPECT_EQ(a.at("result").at("executor").at("restarts"), 1) << a.at("result").at("executor").dump();
+  EXPECT_EQ(a.at("executor_job"), job);
+  EXPECT_TRUE(a.at("result").at("correct").get<bool>());
+  int scored = 0;
+  for (const json& e : eventsOf(d, run, a.at("id").get<std::int64_t>()))
+    if (e.value("kind", std::string()) == "attempt.state" && e.value("data", json::object()).value("state", std::string()) == "scored")
+      ++scored;
+  EXPECT_EQ(scored, 1);
+}
+
+}  // namespace
+}  // namespace akad::test
