@@ -104,6 +104,31 @@ class StoreLock {
   UniqueFd fd_;  // closing it releases the lock
 };
 
+// Moves a written archive (synced, in tmp/) under its hash unless a sound copy is there, and
+// writes the manifest beside it: archive first, so a crash leaves no manifest without its
+// archive.
+Status installArchive(const SnapshotStore& store, TempFile& tmp, const Manifest& m, const fs::path& corruptMarker) {
+  const std::string& h = m.archive_sha256;
+  const fs::path dir = store.archivePath(h).parent_path();
+  if (::mkdir(dir.c_str(), 0755) == 0) {
+    if (auto s = fsyncPath(dir.parent_path()); !s) return s;
+  } else if (errno != EEXIST) {
+    return errnoError("cannot create " + dir.string());
+  }
+  const bool haveArchive = ::access(store.archivePath(h).c_str(), F_OK) == 0 && !store.isCorrupt(h);
+  if (!haveArchive)
+    if (auto s = tmp.renameTo(store.archivePath(h)); !s) return s;
+  if (!haveArchive || ::access(store.manifestPath(h).c_str(), F_OK) != 0) {
+    TempFile manifestTmp;
+    if (auto s = manifestTmp.create(store.root() / "tmp", ".json"); !s) return s;
+    if (auto s = writeAll(manifestTmp.fd(), m.toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", manifestTmp.path()); !s) return s;
+    if (auto s = manifestTmp.syncAndClose(); !s) return s;
+    if (auto s = manifestTmp.renameTo(store.manifestPath(h)); !s) return s;
+  }
+  ::unlink(corruptMarker.c_str());
+  return fsyncPath(dir);
+}
+
 }  // namespace
 
 SnapshotStore::SnapshotStore(fs::path root) : root_(std::move(root)) {}
@@ -132,27 +157,7 @@ Result<Manifest> SnapshotStore::add(const fs::path& workspace, const CreateOptio
   if (!m) return Error{"cannot snapshot " + workspace.string() + ": " + m.error().message, 0};
   if (auto s = archiveTmp.syncAndClose(); !s) return s.error();
 
-  const std::string& h = m->archive_sha256;
-  fs::path dir = archivePath(h).parent_path();
-  if (::mkdir(dir.c_str(), 0755) == 0) {
-    if (auto s = fsyncPath(dir.parent_path()); !s) return s.error();
-  } else if (errno != EEXIST) {
-    return errnoError("cannot create " + dir.string());
-  }
-
-  bool haveArchive = ::access(archivePath(h).c_str(), F_OK) == 0 && !isCorrupt(h);
-  if (!haveArchive) {
-    if (auto s = archiveTmp.renameTo(archivePath(h)); !s) return s.error();
-  }
-  if (!haveArchive || ::access(manifestPath(h).c_str(), F_OK) != 0) {
-    TempFile manifestTmp;
-    if (auto s = manifestTmp.create(root_ / "tmp", ".json"); !s) return s.error();
-    if (auto s = writeAll(manifestTmp.fd(), m->toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", manifestTmp.path()); !s) return s.error();
-    if (auto s = manifestTmp.syncAndClose(); !s) return s.error();
-    if (auto s = manifestTmp.renameTo(manifestPath(h)); !s) return s.error();
-  }
-  ::unlink(corruptMarkerPath(h).c_str());
-  if (auto s = fsyncPath(dir); !s) return s.error();
+  if (auto s = installArchive(*this, archiveTmp, *m, corruptMarkerPath(m->archive_sha256)); !s) return s.error();
   return m;
 }
 
@@ -267,20 +272,7 @@ Result<Manifest> SnapshotStore::importVerified(const fs::path& archive, const st
   auto actual = sha256File(tmp.path());
   if (!actual) return actual.error();
   if (*actual != h) return Error{"snapshot archive " + archive.string() + " hashes to " + *actual + ", not " + h, 0};
-  const fs::path dir = archivePath(h).parent_path();
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errnoError("cannot create " + dir.string());
-  const bool haveArchive = ::access(archivePath(h).c_str(), F_OK) == 0 && !isCorrupt(h);
-  if (!haveArchive)
-    if (auto s = tmp.renameTo(archivePath(h)); !s) return s.error();
-  if (!haveArchive || ::access(manifestPath(h).c_str(), F_OK) != 0) {
-    TempFile manifestTmp;
-    if (auto s = manifestTmp.create(root_ / "tmp", ".json"); !s) return s.error();
-    if (auto s = writeAll(manifestTmp.fd(), m->toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", manifestTmp.path()); !s) return s.error();
-    if (auto s = manifestTmp.syncAndClose(); !s) return s.error();
-    if (auto s = manifestTmp.renameTo(manifestPath(h)); !s) return s.error();
-  }
-  ::unlink(corruptMarkerPath(h).c_str());
-  if (auto s = fsyncPath(dir); !s) return s.error();
+  if (auto s = installArchive(*this, tmp, *m, corruptMarkerPath(h)); !s) return s.error();
   return m;
 }
 

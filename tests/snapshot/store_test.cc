@@ -121,6 +121,36 @@ TEST(SnapshotStore, ExportCopiesVerifiedArchiveAndManifest) {
   EXPECT_EQ(v->archive_sha256, m->archive_sha256);
 }
 
+// What another machine made (the Slurm executor's nodes) comes in only as the bytes it claims to
+// be: an archive changed on the way is refused and nothing is stored under its hash.
+TEST(SnapshotStore, ImportKeepsOnlyAnArchiveThatHashesToItsName) {
+  TempDir t;
+  snap::SnapshotStore node(t / "node");
+  writeFile(t / "ws/kernel.cpp", "int f() { return 1; }\n");
+  auto m = node.add(t / "ws", {}, {{"attempt", "7"}});
+  ASSERT_TRUE(m);
+  fs::create_directories(t / "out");
+  ASSERT_TRUE(node.exportTo(m->archive_sha256, t / "out/snapshot.tar.zst"));
+
+  snap::SnapshotStore front(t / "front");
+  auto in = front.importVerified(t / "out/snapshot.tar.zst", m->archive_sha256);
+  ASSERT_TRUE(in) << in.error().message;
+  EXPECT_TRUE(front.openVerified(m->archive_sha256));
+  EXPECT_EQ(front.manifest(m->archive_sha256)->archive_sha256, m->archive_sha256);
+
+  // One byte changed: refused, and the other store keeps nothing of it.
+  snap::SnapshotStore other(t / "other");
+  std::string bytes = readFile(t / "out/snapshot.tar.zst");
+  bytes[bytes.size() / 2] ^= 0x01;
+  writeFile(t / "out/snapshot.tar.zst", bytes);
+  auto bad = other.importVerified(t / "out/snapshot.tar.zst", m->archive_sha256);
+  EXPECT_FALSE(bad);
+  EXPECT_FALSE(fs::exists(other.archivePath(m->archive_sha256)));
+  EXPECT_TRUE(other.list().empty());
+  // A name that is not the manifest's is refused too.
+  EXPECT_FALSE(front.importVerified(t / "out/snapshot.tar.zst", std::string(64, 'a')));
+}
+
 TEST(SnapshotStore, WriterKilledMidwayLeavesNoSnapshotUnderAFinalName) {
   TempDir t;
   // Big and incompressible enough that the child is still writing when it is killed.
