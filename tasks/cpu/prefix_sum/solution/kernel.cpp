@@ -1,51 +1,53 @@
-// The baseline is bound by the latency of one add chain. Scanning four rows side by side gives
-// four independent chains per loop iteration; a long row is cut into four segments scanned the
-// same way, then each segment is shifted by the total of the segments before it.
+// The baseline is bound by the latency of one add chain per row (one double add per element).
+// Here four columns at a time are converted to double (exactly), scanned inside an AVX2 vector,
+// offset by the row's running total and written back as floats; the running total advances by
+// the block's sum, so the chain holds one add per four elements. Summing in double, as the
+// reference does, keeps the result within a float rounding of the reference's on any row length.
+// Machines without AVX2 get four rows scanned side by side (four independent chains).
 #include <cstddef>
+#include <immintrin.h>
 
 namespace {
 
-// Scans four independent sequences of length n (starting at p[k], written to q[k]).
-inline void scan4(const float* const p[4], float* const q[4], size_t n, double base[4]) {
-  double a0 = base[0], a1 = base[1], a2 = base[2], a3 = base[3];
-  for (size_t c = 0; c < n; ++c) {
-    a0 += p[0][c]; q[0][c] = static_cast<float>(a0);
-    a1 += p[1][c]; q[1][c] = static_cast<float>(a1);
-    a2 += p[2][c]; q[2][c] = static_cast<float>(a2);
-    a3 += p[3][c]; q[3][c] = static_cast<float>(a3);
+__attribute__((target("avx2"))) void scanRowAvx2(const float* x, float* o, size_t n) {
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d carry = zero;
+  size_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + c));
+    v = _mm256_add_pd(v, _mm256_blend_pd(_mm256_permute4x64_pd(v, 0x90), zero, 0x1));  // + [0 v0 v1 v2]
+    v = _mm256_add_pd(v, _mm256_blend_pd(_mm256_permute4x64_pd(v, 0x40), zero, 0x3));  // + [0 0 v0 v1]
+    const __m256d total = _mm256_permute4x64_pd(v, 0xFF);
+    _mm_storeu_ps(o + c, _mm256_cvtpd_ps(_mm256_add_pd(v, carry)));
+    carry = _mm256_add_pd(carry, total);
   }
-  base[0] = a0; base[1] = a1; base[2] = a2; base[3] = a3;
+  double sum = _mm256_cvtsd_f64(carry);
+  for (; c < n; ++c) o[c] = static_cast<float>(sum += x[c]);
+}
+
+void scanRowsPlain(const float* x, float* out, size_t rows, size_t cols) {
+  size_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float *p0 = x + r * cols, *p1 = p0 + cols, *p2 = p1 + cols, *p3 = p2 + cols;
+    float *q0 = out + r * cols, *q1 = q0 + cols, *q2 = q1 + cols, *q3 = q2 + cols;
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (size_t c = 0; c < cols; ++c) {
+      a0 += p0[c]; q0[c] = static_cast<float>(a0);
+      a1 += p1[c]; q1[c] = static_cast<float>(a1);
+      a2 += p2[c]; q2[c] = static_cast<float>(a2);
+      a3 += p3[c]; q3[c] = static_cast<float>(a3);
+    }
+  }
+  for (; r < rows; ++r) {
+    double sum = 0;
+    for (size_t c = 0; c < cols; ++c) out[r * cols + c] = static_cast<float>(sum += x[r * cols + c]);
+  }
 }
 
 }  // namespace
 
 extern "C" void row_scan(const float* x, float* out, size_t rows, size_t cols) {
-  size_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    const float* p[4] = {x + r * cols, x + (r + 1) * cols, x + (r + 2) * cols, x + (r + 3) * cols};
-    float* q[4] = {out + r * cols, out + (r + 1) * cols, out + (r + 2) * cols, out + (r + 3) * cols};
-    double base[4] = {0, 0, 0, 0};
-    scan4(p, q, cols, base);
-  }
-  for (; r < rows; ++r) {
-    const float* row = x + r * cols;
-    float* o = out + r * cols;
-    const size_t seg = cols / 4;
-    double sum = 0;
-    if (seg > 0) {
-      double total[4] = {0, 0, 0, 0};  // pass 1: segment totals, four independent chains
-      for (size_t c = 0; c < seg; ++c) {
-        total[0] += row[c];
-        total[1] += row[seg + c];
-        total[2] += row[2 * seg + c];
-        total[3] += row[3 * seg + c];
-      }
-      double base[4] = {0, total[0], total[0] + total[1], total[0] + total[1] + total[2]};
-      const float* p[4] = {row, row + seg, row + 2 * seg, row + 3 * seg};
-      float* q[4] = {o, o + seg, o + 2 * seg, o + 3 * seg};
-      scan4(p, q, seg, base);
-      sum = base[3];
-    }
-    for (size_t c = 4 * seg; c < cols; ++c) o[c] = static_cast<float>(sum += row[c]);
-  }
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (!avx2) return scanRowsPlain(x, out, rows, cols);
+  for (size_t r = 0; r < rows; ++r) scanRowAvx2(x + r * cols, out + r * cols, cols);
 }
