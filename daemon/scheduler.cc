@@ -163,7 +163,8 @@ Result<json> Scheduler::executeOnSlurm(const AttemptRecord& a, const RunRecord& 
     if (auto uid = uids_.acquire()) attemptUid.emplace(uids_, *uid);
   if (attemptUid) in.spec.candidate_uid = attemptUid->uid();
   in.needs_gpu = task.gpu;
-  in.submitter_uid = static_cast<uid_t>(run.submitterUid);
+  // Slurm's fair share and limits apply per account on top of akad's own.
+  in.account = config_.tenants.limitsFor(static_cast<uid_t>(run.submitterUid)).slurm_account;
   in.task_def_root = config_.state_dir / "tasks" / task.content_hash / "def";
   in.credentials = plan.credentials;
   slurm::SlurmHooks hooks;

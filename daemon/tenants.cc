@@ -1,5 +1,7 @@
 #include "daemon/tenants.h"
 
+#include <regex>
+
 #include <pwd.h>
 
 #include <vector>
@@ -39,7 +41,8 @@ nlohmann::json TenantLimits::toJson() const {
           {"max_connections", max_connections},
           {"requests_per_second", requests_per_second},
           {"gpu_hours_per_day", gpu_hours_per_day},
-          {"agent_network", agent_network}};
+          {"agent_network", agent_network},
+          {"slurm_account", slurm_account}};
 }
 
 Status applyTenantLimits(NewRun& run, const Peer& peer, const TenantPolicy& policy) {
@@ -107,11 +110,16 @@ TenantLimits readLimits(const YAML::Node& node, const std::string& where, Tenant
       const std::string v = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
       if (v != "none" && v != "allow" && v != "host") problems.push_back(at + " must be none, allow or host");
       else base.agent_network = v;
+    } else if (key == "slurm_account") {
+      static const std::regex name("[A-Za-z0-9_.-]{1,64}");
+      const std::string v = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
+      if (!std::regex_match(v, name)) problems.push_back(at + " must be a Slurm account name (letters, digits, _ . -)");
+      else base.slurm_account = v;
     }
     else
       problems.push_back("unknown limit '" + at +
                          "' (known: max_queued_attempts, max_concurrent_attempts, max_agent_time_s, "
-                         "max_connections, requests_per_second, gpu_hours_per_day, agent_network)");
+                         "max_connections, requests_per_second, gpu_hours_per_day, agent_network, slurm_account)");
   }
   return base;
 }

@@ -30,12 +30,11 @@ struct TenantLimits {
   double requests_per_second = 100;          // sustained; a burst of twice that (at least 10) is allowed
   double gpu_hours_per_day = 0;              // GPU lease time over the last 24 hours
   std::string agent_network = "allow";       // the most network its agents may have: none, allow, host
+  std::string slurm_account;                 // akad --executor slurm: its jobs' account (empty: --slurm-account)
   nlohmann::json toJson() const;
   // No limit on anything: an admin's.
   static TenantLimits unlimited() {
-    TenantLimits l{0, 0, 0, 0, 0, 0};
-    l.agent_network = "host";
-    return l;
+    return TenantLimits{0, 0, 0, 0, 0, 0, "host", ""};
   }
 };
 

@@ -75,8 +75,7 @@ std::vector<std::string> sbatchCommand(const SlurmConfig& c, const SlurmJobInput
                                   "--chdir", jobDir.string(),
                                   "--output", (jobDir / "slurm-%j.out").string()};
   if (!c.partition.empty()) cmd.insert(cmd.end(), {"--partition", c.partition});
-  std::string account = c.account;
-  if (auto it = c.tenant_accounts.find(in.submitter_uid); it != c.tenant_accounts.end()) account = it->second;
+  const std::string account = in.account.empty() ? c.account : in.account;
   if (!account.empty()) cmd.insert(cmd.end(), {"--account", account});
   if (!c.qos.empty()) cmd.insert(cmd.end(), {"--qos", c.qos});
   if (c.time_limit_min > 0) cmd.insert(cmd.end(), {"--time", std::to_string(c.time_limit_min)});

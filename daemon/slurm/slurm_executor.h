@@ -33,8 +33,6 @@ struct SlurmConfig {
   std::string gres = "gpu";            // a GPU task asks for --gres=<gres>:1
   int time_limit_min = 0;              // 0: the partition's default
   double poll_interval_s = 1.0;
-  // Tenants' Slurm accounts by uid (policy file `slurm_account:`), over `account`.
-  std::map<uid_t, std::string> tenant_accounts;
 };
 
 struct SlurmHooks {
@@ -48,7 +46,7 @@ struct SlurmHooks {
 struct SlurmJobInput {
   AttemptJobSpec spec;
   bool needs_gpu = false;
-  uid_t submitter_uid = 0;
+  std::string account;  // the submitter's (tenant policy `slurm_account`), over the config's
   std::filesystem::path task_def_root;  // the front end's tasks/<hash>/def
   std::map<std::string, std::string> credentials;
 };

@@ -49,6 +49,19 @@ TEST(TenantLimits, PolicyFileSetsDefaultsAndPerTenantOverrides) {
   }
 }
 
+// akad --executor slurm charges a tenant's jobs to its own Slurm account; a name that could
+// smuggle options into sbatch's command line is refused.
+TEST(TenantLimits, ATenantsSlurmAccountIsReadAndChecked) {
+  test::TempDir dir;
+  auto p = policyFrom(dir, "tenants:\n  1005: {slurm_account: alice-lab}\n");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->limitsFor(1005).slurm_account, "alice-lab");
+  EXPECT_EQ(p->limitsFor(1006).slurm_account, "");
+  auto bad = policyFrom(dir, "tenants:\n  1005: {slurm_account: \"x --qos=high\"}\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("must be a Slurm account name"), std::string::npos) << bad.error().message;
+}
+
 TEST(TenantLimits, TheShippedExamplePolicyLoadsAndStatesTheBuiltInLimits) {
   auto p = loadTenantPolicy(std::filesystem::path(AKAD_SOURCE_TASKS).parent_path() / "policies" / "tenants.example.yaml");
   ASSERT_TRUE(p) << p.error().message;

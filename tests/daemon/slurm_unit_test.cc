@@ -32,11 +32,10 @@ TEST(SlurmCommand, AGpuTaskAsksForOneGresAndTheTenantsAccountWins) {
   c.qos = "normal";
   c.gres = "gpu:h200";
   c.time_limit_min = 90;
-  c.tenant_accounts[1001] = "alice-lab";
   SlurmJobInput in;
   in.spec.attempt_id = 42;
   in.needs_gpu = true;
-  in.submitter_uid = 1001;
+  in.account = "alice-lab";
   const auto cmd = sbatchCommand(c, in, "/shared/jobs/a42-x");
   EXPECT_EQ(cmd.front(), "sbatch");
   EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--requeue"), cmd.end());
@@ -49,7 +48,7 @@ TEST(SlurmCommand, AGpuTaskAsksForOneGresAndTheTenantsAccountWins) {
   EXPECT_EQ(cmd.back(), "exec '/opt/akad/bin/akad-node' run --job '/shared/jobs/a42-x'");
 
   in.needs_gpu = false;
-  in.submitter_uid = 7;
+  in.account.clear();
   const auto cpu = sbatchCommand(c, in, "/shared/jobs/a42-x");
   EXPECT_EQ(std::find(cpu.begin(), cpu.end(), "--gres"), cpu.end()) << "a CPU task asked for a GPU";
   EXPECT_TRUE(hasPair(cpu, "--account", "bench"));
