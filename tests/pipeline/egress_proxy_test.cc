@@ -5,6 +5,8 @@
 // every connection and refusal is in the log.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -85,8 +87,10 @@ class EgressProxyTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  void startProxy(const std::vector<std::string>& allow, std::uint64_t maxBytes = 1 << 20) {
+  void startProxy(const std::vector<std::string>& allow, std::uint64_t maxBytes = 1 << 20,
+                  std::chrono::seconds idle = std::chrono::seconds(120)) {
     EgressPolicy policy;
+    policy.idle_timeout = idle;
     for (const auto& a : allow) {
       auto r = parseEgressRule(a);
       ASSERT_TRUE(r) << r.error().message;
@@ -209,6 +213,39 @@ TEST_F(EgressProxyTest, AHugeDownloadIsCutAtTheAttemptsByteLimit) {
   const auto log = proxy_->log();
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0].at("end"), "byte limit") << log[0].dump();
+}
+
+// A download that stalls (the server sends nothing more) is cut at the idle limit instead of
+// holding one of the attempt's connections for the rest of the agent stage.
+TEST_F(EgressProxyTest, AStalledDownloadIsCutAtTheIdleLimit) {
+  Upstream up;  // echoes, so it says nothing until spoken to
+  startProxy({"127.0.0.1:" + std::to_string(up.port()) + " private"}, 1 << 20, std::chrono::seconds(1));
+  const int c = client("CONNECT 127.0.0.1:" + std::to_string(up.port()) + " HTTP/1.1\r\n\r\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string got = readSome(c);  // ends when the proxy closes (or after 5 s of nothing)
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(c);
+  proxy_->stop();
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  EXPECT_LT(waited, 4.0) << "the stalled connection was not cut at the 1 s idle limit";
+  const auto log = proxy_->log();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].at("end"), "idle timeout") << log[0].dump();
+}
+
+// The cloud metadata service is refused even when an allow entry names it, unless the entry
+// says " private": an agent's list cannot open it by accident.
+TEST_F(EgressProxyTest, TheMetadataAddressIsRefusedEvenWhenListed) {
+  startProxy({"169.254.169.254:80"});
+  const int c = client("CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n");
+  const std::string got = readSome(c, 12);
+  ::close(c);
+  proxy_->stop();
+  EXPECT_EQ(got.rfind("HTTP/1.1 403", 0), 0u) << got;
+  const auto log = proxy_->log();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].at("allowed"), false) << log[0].dump();
+  EXPECT_NE(log[0].dump().find("link-local"), std::string::npos) << log[0].dump();
 }
 
 TEST(EgressRules, EntriesAndAddressClassesAreRead) {
