@@ -140,6 +140,22 @@ AttemptSetup Scheduler::attemptSetup(const Task& task) const {
   return setup;
 }
 
+std::function<void(const std::string&)> Scheduler::stageRecorder(std::int64_t attemptId) {
+  return [this, attemptId](const std::string& stage) {
+    auto change = store_.setAttemptStage(attemptId, stage);
+    if (change) publish(change->events);
+  };
+}
+
+std::function<Status(const std::string&)> Scheduler::snapshotRecorder(std::int64_t attemptId) {
+  return [this, attemptId](const std::string& sha) -> Status {
+    auto change = store_.setAttemptSnapshot(attemptId, sha);
+    if (!change) return change.error();
+    publish(change->events);
+    return {};
+  };
+}
+
 Result<json> Scheduler::executeOnSlurm(const AttemptRecord& a, const RunRecord& run, const Task& task,
                                        const AttemptPlan& plan, std::shared_ptr<SandboxCanceller> canceller) {
   slurm::SlurmJobInput in;
@@ -169,21 +185,13 @@ Result<json> Scheduler::executeOnSlurm(const AttemptRecord& a, const RunRecord& 
   in.credentials = plan.credentials;
   slurm::SlurmHooks hooks;
   hooks.canceller = canceller.get();
-  hooks.on_stage = [&](const std::string& stage) {
-    auto change = store_.setAttemptStage(a.id, stage);
-    if (change) publish(change->events);
-  };
+  hooks.on_stage = stageRecorder(a.id);
   hooks.on_job = [&](const std::string& job, const std::string& node) {
     auto change = store_.setAttemptExecutor(a.id, job, node);
     if (change) publish(change->events);
     else log::error("cannot record attempt ", a.id, "'s Slurm job: ", change.error().message);
   };
-  hooks.on_snapshot = [&](const std::string& sha) -> Status {
-    auto change = store_.setAttemptSnapshot(a.id, sha);
-    if (!change) return change.error();
-    publish(change->events);
-    return {};
-  };
+  hooks.on_snapshot = snapshotRecorder(a.id);
   return slurm::runOnSlurm(*config_.slurm, in, snapshots_, hooks);
 }
 
@@ -293,16 +301,8 @@ void Scheduler::execute(const AttemptRecord& a) {
         s.scoring.candidate_gid = attemptUid->uid();
       }
       s.scoring.canceller = canceller.get();
-      s.on_stage = [&](const std::string& stage) {
-        auto change = store_.setAttemptStage(a.id, stage);
-        if (change) publish(change->events);
-      };
-      s.on_snapshot = [&](const std::string& sha) -> Status {
-        auto change = store_.setAttemptSnapshot(a.id, sha);
-        if (!change) return change.error();
-        publish(change->events);
-        return {};
-      };
+      s.on_stage = stageRecorder(a.id);
+      s.on_snapshot = snapshotRecorder(a.id);
       const std::string model = params.value("options", json::object()).value("gpu_model", std::string());
       // The image decides the vendor: the cuda-hip toolchain cannot drive an AMD GPU.
       const std::string vendor = image->requires_gpu_vendor;

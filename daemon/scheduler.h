@@ -89,6 +89,10 @@ class Scheduler {
   Result<Task> taskFor(const AttemptRecord& attempt);
   // The daemon's configuration as the pieces of an attempt's services (attempt_setup.h).
   AttemptSetup attemptSetup(const Task& task) const;
+  // What records an attempt's stage and snapshot in the store (and publishes the events), for
+  // either executor.
+  std::function<void(const std::string&)> stageRecorder(std::int64_t attemptId);
+  std::function<Status(const std::string&)> snapshotRecorder(std::int64_t attemptId);
   // The attempt as a Slurm job (config_.slurm set): what execute() does instead of runAttempt.
   Result<nlohmann::json> executeOnSlurm(const AttemptRecord& a, const RunRecord& run, const Task& task,
                                         const AttemptPlan& plan, std::shared_ptr<SandboxCanceller> canceller);

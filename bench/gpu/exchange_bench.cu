@@ -87,35 +87,36 @@ void spinUntil(std::atomic<uint32_t>& w, uint32_t v) {
   while (w.load(std::memory_order_acquire) != v) __builtin_ia32_pause();
 }
 
-void sendFd(int sock, int fd) {
-  char dummy = 'x';
-  iovec iov{&dummy, 1};
+// One byte of payload with room for one descriptor, the message header pointing at both.
+struct FdMessage {
+  char byte = 'x';
+  iovec iov{};
   char ctl[CMSG_SPACE(sizeof(int))] = {};
   msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  FdMessage() {
+    iov = {&byte, 1};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+  }
+};
+
+void sendFd(int sock, int fd) {
+  FdMessage msg;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg.m);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (sendmsg(sock, &m, 0) != 1) std::perror("sendmsg"), std::exit(1);
+  if (sendmsg(sock, &msg.m, 0) != 1) std::perror("sendmsg"), std::exit(1);
 }
 
 int receiveFd(int sock) {
-  char dummy;
-  iovec iov{&dummy, 1};
-  char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  if (recvmsg(sock, &m, 0) != 1) std::perror("recvmsg"), std::exit(1);
+  FdMessage msg;
+  if (recvmsg(sock, &msg.m, 0) != 1) std::perror("recvmsg"), std::exit(1);
   int fd;
-  std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof fd);
+  std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&msg.m)), sizeof fd);
   return fd;
 }
 

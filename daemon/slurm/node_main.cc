@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/time_text.h"
 #include "daemon/pipeline/agent.h"
@@ -136,7 +137,7 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
   }
   s.scoring.canceller = &canceller;
   s.on_stage = [&](const std::string& stage) {
-    if (auto st = slurm::writeDurably(outDir / "stage", stage + "\n"); !st)
+    if (auto st = writeFileDurably(outDir / "stage", stage + "\n"); !st)
       log::warn("cannot record the stage: ", st.error().message);
   };
   std::optional<std::string> snapshotSha;
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   fs::remove_all(work, ec);
   cleanupSandboxLeftovers();
   removeCgroupParent(cgroupParent);
-  if (auto st = slurm::writeDurably(outDir / "result.json", out.dump() + "\n"); !st) {
+  if (auto st = writeFileDurably(outDir / "result.json", out.dump() + "\n"); !st) {
     std::cerr << "akad-node: " << st.error().message << "\n";
     return 1;
   }

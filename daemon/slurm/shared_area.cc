@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/durable_file.h"
 #include "common/unique_fd.h"
 
 extern char** environ;
@@ -66,15 +67,6 @@ Result<AttemptJobSpec> specFromJson(const json& j) {
 
 namespace {
 
-Error errnoText(const std::string& what) { return Error{what + ": " + std::strerror(errno)}; }
-
-Status fsyncDir(const fs::path& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return errnoText("cannot open " + dir.string());
-  if (::fsync(fd.get()) != 0) return errnoText("cannot fsync " + dir.string());
-  return {};
-}
-
 std::string randomSuffix() {
   unsigned char b[6];
   if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) return std::to_string(::getpid());
@@ -89,65 +81,16 @@ std::string randomSuffix() {
 
 }  // namespace
 
-Status writeDurably(const fs::path& path, const std::string& content, mode_t mode) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + randomSuffix());
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-    if (!fd.valid()) return errnoText("cannot create " + tmp.string());
-    const char* p = content.data();
-    size_t left = content.size();
-    while (left > 0) {
-      const ssize_t w = ::write(fd.get(), p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {
-        const Error e = errnoText("cannot write " + tmp.string());
-        ::unlink(tmp.c_str());
-        return e;
-      }
-      p += w;
-      left -= static_cast<size_t>(w);
-    }
-    if (::fsync(fd.get()) != 0) {
-      const Error e = errnoText("cannot fsync " + tmp.string());
-      ::unlink(tmp.c_str());
-      return e;
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const Error e = errnoText("cannot rename " + tmp.string() + " to " + path.string());
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  return fsyncDir(path.parent_path());
-}
-
-Status copyDurably(const fs::path& from, const fs::path& to) {
-  const fs::path tmp = to.parent_path() / ("." + to.filename().string() + ".tmp-" + randomSuffix());
-  std::error_code ec;
-  fs::copy_file(from, tmp, ec);
-  if (ec) return Error{"cannot copy " + from.string() + " to " + tmp.string() + ": " + ec.message()};
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid() || ::fsync(fd.get()) != 0) {
-      const Error e = errnoText("cannot fsync " + tmp.string());
-      fs::remove(tmp, ec);
-      return e;
-    }
-  }
-  if (::rename(tmp.c_str(), to.c_str()) != 0) {
-    const Error e = errnoText("cannot rename " + tmp.string() + " to " + to.string());
-    fs::remove(tmp, ec);
-    return e;
-  }
-  return fsyncDir(to.parent_path());
-}
-
 Status publishTree(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   if (fs::exists(to, ec)) return {};
   fs::create_directories(to.parent_path(), ec);
   if (ec) return Error{"cannot create " + to.parent_path().string() + ": " + ec.message()};
-  const fs::path tmp = to.parent_path() / ("." + to.filename().string() + ".tmp-" + randomSuffix());
+  std::string name = ".";  // appended piece by piece: g++ 12 warns (-Wrestrict) on "." + string
+  name += to.filename().string();
+  name += ".tmp-";
+  name += randomSuffix();
+  const fs::path tmp = to.parent_path() / name;
   fs::copy(from, tmp, fs::copy_options::recursive, ec);
   if (ec) {
     fs::remove_all(tmp, ec);
@@ -160,7 +103,7 @@ Status publishTree(const fs::path& from, const fs::path& to) {
     if ((err == ENOTEMPTY || err == EEXIST) && fs::exists(to, ec)) return {};
     return Error{"cannot rename " + tmp.string() + " to " + to.string() + ": " + std::strerror(err)};
   }
-  return fsyncDir(to.parent_path());
+  return fsyncPath(to.parent_path());
 }
 
 std::string incarnationName(const std::string& job, int restart) {
@@ -170,11 +113,11 @@ std::string incarnationName(const std::string& job, int restart) {
 Result<CommandOutput> runCommand(const std::vector<std::string>& argv) {
   if (argv.empty()) return Error{"no command"};
   int outPipe[2], errPipe[2];
-  if (::pipe2(outPipe, O_CLOEXEC) != 0) return errnoText("pipe");
+  if (::pipe2(outPipe, O_CLOEXEC) != 0) return errnoError("pipe");
   if (::pipe2(errPipe, O_CLOEXEC) != 0) {
     ::close(outPipe[0]);
     ::close(outPipe[1]);
-    return errnoText("pipe");
+    return errnoError("pipe");
   }
   UniqueFd outR(outPipe[0]), outW(outPipe[1]), errR(errPipe[0]), errW(errPipe[1]);
   posix_spawn_file_actions_t fa;
@@ -215,7 +158,7 @@ Result<CommandOutput> runCommand(const std::vector<std::string>& argv) {
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return errnoText("waitpid " + argv[0]);
+    if (errno != EINTR) return errnoError("waitpid " + argv[0]);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }

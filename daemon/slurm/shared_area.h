@@ -13,8 +13,7 @@
 //       result.json               written last: {"ok": true, "result": ...} or {"ok": false,
 //                                 "error": ...}
 //
-// Every file a reader acts on is written to a temporary name, fsynced and renamed (then the
-// folder fsynced), so a job that dies leaves nothing that could be mistaken for a result. The
+// Every file a reader acts on is written with writeFileDurably (common/durable_file.h), so a job that dies leaves nothing that could be mistaken for a result. The
 // front end takes the result of the newest incarnation only and verifies the snapshot's hash.
 
 #include <sys/types.h>
@@ -54,11 +53,6 @@ struct AttemptJobSpec {
 nlohmann::json toJson(const AttemptJobSpec& spec);
 Result<AttemptJobSpec> specFromJson(const nlohmann::json& j);
 
-// Writes `content` to `path` durably: temporary file in the same folder, fsync, rename, fsync
-// the folder. `mode` applies to the new file.
-Status writeDurably(const std::filesystem::path& path, const std::string& content, mode_t mode = 0644);
-// Copies a file durably (the same steps).
-Status copyDurably(const std::filesystem::path& from, const std::filesystem::path& to);
 // Copies a folder tree to `to` whole or not at all: into a temporary sibling, then one rename.
 // A tree already at `to` is kept (task definitions are immutable by hash).
 Status publishTree(const std::filesystem::path& from, const std::filesystem::path& to);

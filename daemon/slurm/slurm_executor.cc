@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "daemon/pipeline/files.h"
 
@@ -115,9 +116,9 @@ Result<json> runOnSlurm(const SlurmConfig& c, const SlurmJobInput& in, snapshot:
   if (auto s = publishTree(in.task_def_root, c.shared / "tasks" / in.spec.task_hash / "def"); !s) return s.error();
   if (in.spec.snapshot)
     if (auto s = snapshots.exportTo(*in.spec.snapshot, dir.path / "snapshot.tar.zst"); !s) return s.error();
-  if (auto s = writeDurably(dir.path / "spec.json", toJson(in.spec).dump(1) + "\n"); !s) return s.error();
+  if (auto s = writeFileDurably(dir.path / "spec.json", toJson(in.spec).dump(1) + "\n"); !s) return s.error();
   if (!in.credentials.empty())
-    if (auto s = writeDurably(dir.path / "credentials.json", json(in.credentials).dump(), 0600); !s) return s.error();
+    if (auto s = writeFileDurably(dir.path / "credentials.json", json(in.credentials).dump(), 0600); !s) return s.error();
 
   auto submitted = runCommand(sbatchCommand(c, in, dir.path));
   if (!submitted) return submitted.error();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
@@ -32,28 +33,6 @@ bool validHash(const std::string& s) {
 
 Error badHash(const std::string& s) {
   return Error{"'" + s + "' is not a snapshot SHA-256 (64 lowercase hex digits)", 0};
-}
-
-Status fsyncPath(const fs::path& p) {
-  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return errnoError("cannot open " + p.string() + " to fsync it");
-  if (::fsync(fd.get()) != 0) return errnoError("cannot fsync " + p.string());
-  return {};
-}
-
-Status writeAll(int fd, const std::string& data, const fs::path& p) {
-  const char* d = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t w = ::write(fd, d, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errnoError("cannot write " + p.string());
-    }
-    d += w;
-    left -= static_cast<size_t>(w);
-  }
-  return {};
 }
 
 // A temporary file in `dir` removed on destruction unless released.
@@ -121,7 +100,8 @@ Status installArchive(const SnapshotStore& store, TempFile& tmp, const Manifest&
   if (!haveArchive || ::access(store.manifestPath(h).c_str(), F_OK) != 0) {
     TempFile manifestTmp;
     if (auto s = manifestTmp.create(store.root() / "tmp", ".json"); !s) return s;
-    if (auto s = writeAll(manifestTmp.fd(), m.toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", manifestTmp.path()); !s) return s;
+    const std::string text = m.toJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (auto s = writeAll(manifestTmp.fd(), text.data(), text.size(), manifestTmp.path()); !s) return s;
     if (auto s = manifestTmp.syncAndClose(); !s) return s;
     if (auto s = manifestTmp.renameTo(store.manifestPath(h)); !s) return s;
   }
@@ -264,7 +244,7 @@ Result<Manifest> SnapshotStore::importVerified(const fs::path& archive, const st
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return errnoError("cannot read " + archive.string());
       if (n == 0) break;
-      if (auto s = writeAll(tmp.fd(), std::string(buf, static_cast<size_t>(n)), tmp.path()); !s) return s.error();
+      if (auto s = writeAll(tmp.fd(), buf, static_cast<size_t>(n), tmp.path()); !s) return s.error();
     }
   }
   if (auto s = tmp.syncAndClose(); !s) return s.error();

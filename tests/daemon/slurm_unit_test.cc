@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "daemon/pipeline/agent.h"
+#include "common/durable_file.h"
 #include "daemon/slurm/shared_area.h"
 #include "daemon/slurm/slurm_executor.h"
 
@@ -96,9 +97,9 @@ TEST(SlurmSpec, RoundTripsAndRefusesMalformedSpecs) {
 TEST(SharedArea, DurableWritesReplaceWholeAndKeepTheirMode) {
   const fs::path dir = fs::temp_directory_path() / ("akad-shared-test-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  ASSERT_TRUE(writeDurably(dir / "result.json", "first\n"));
-  ASSERT_TRUE(writeDurably(dir / "result.json", "second\n"));
-  ASSERT_TRUE(writeDurably(dir / "credentials.json", "{}", 0600));
+  ASSERT_TRUE(writeFileDurably(dir / "result.json", "first\n"));
+  ASSERT_TRUE(writeFileDurably(dir / "result.json", "second\n"));
+  ASSERT_TRUE(writeFileDurably(dir / "credentials.json", "{}", 0600));
   std::ifstream in(dir / "result.json");
   std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(text, "second\n");
