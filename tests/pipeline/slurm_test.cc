@@ -193,7 +193,9 @@ TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTh
 
 TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScore) {
   PipelineDaemon& d = *daemon_;
-  const std::string run = d.submit({"cpu/softmax", "--agent", "reference"});
+  // An agent that outlives the time Slurm takes to see the node gone (about 30 s here): a
+  // quick attempt could finish before the node is marked down, and nothing would be requeued.
+  const std::string run = d.submit({"cpu/softmax", "--agent-command", "sleep 90"});
   // Until the node runs the attempt's stages.
   std::string job;
   for (int i = 0; i < 240; ++i) {
