@@ -38,6 +38,7 @@ void registerDaemonMethods(MethodTable& table, DaemonContext& ctx) {
         {"counts",
          {{"runs", counts->runs}, {"runs_by_state", counts->runsByState}, {"attempts", counts->attempts.toJson()}}},
         {"executor", ctx.executor},
+        {"executor_state", ctx.scheduler ? ctx.scheduler->executorState() : json()},
         {"connections", ctx.serverStats ? ctx.serverStats() : json::object()},
         {"methods", table.names()},
     };

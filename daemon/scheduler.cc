@@ -8,6 +8,7 @@
 #include "daemon/pipeline/attempt.h"
 #include "daemon/pipeline/attempt_setup.h"
 #include "daemon/pipeline/image.h"
+#include "daemon/local_executor.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -16,7 +17,25 @@ namespace akad {
 Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snapshots, GpuLeases& gpus,
                      SchedulerConfig config)
     : store_(store), bus_(bus), snapshots_(snapshots), gpus_(gpus), config_(std::move(config)),
-      uids_(config_.attempt_uids) {}
+      uids_(config_.attempt_uids) {
+  AttemptSetup setup;
+  setup.attempts_dir = config_.state_dir / "attempts";
+  setup.trusted_cache = config_.state_dir / "tasks";
+  setup.images_dir = config_.images_dir;
+  setup.akacheck = config_.akacheck;
+  setup.allow_agent_network = config_.allow_agent_network;
+  setup.workspace_limits = config_.workspace_limits;
+  setup.sandbox_uid = config_.sandbox_uid;
+  setup.sandbox_gid = config_.sandbox_gid;
+  const fs::path tasksDir = config_.state_dir / "tasks";
+  if (config_.slurm)
+    executor_ = std::make_unique<slurm::SlurmExecutor>(
+        *config_.slurm, setup, tasksDir, snapshots_,
+        // Slurm's fair share and limits apply per account on top of akad's own.
+        [this](uid_t uid) { return config_.tenants.limitsFor(uid).slurm_account; });
+  else
+    executor_ = std::make_unique<LocalExecutor>(setup, tasksDir, snapshots_, gpus_);
+}
 
 Scheduler::~Scheduler() { stop(); }
 
@@ -29,13 +48,27 @@ Status Scheduler::start() {
   // processes die with it, but their cgroups stay), and its mount templates.
   cleanupSandboxLeftovers();
   removeAttemptLeftovers();
-  auto recovered = store_.recoverAttempts(config_.requeue_interrupted);
+  // What the executor still runs of the last daemon's attempts (Slurm jobs live on) is followed
+  // again; the rest is requeued.
+  auto running = store_.runningAttempts();
+  if (!running) return running.error();
+  const std::map<std::int64_t, uid_t> followed = executor_->resumable(*running);
+  std::set<std::int64_t> followedIds;
+  for (const auto& [id, uid] : followed) followedIds.insert(id);
+  auto recovered = store_.recoverAttempts(config_.requeue_interrupted, followedIds);
   if (!recovered) return recovered.error();
   publish(*recovered);
   if (!recovered->empty()) log::info("recovered ", recovered->size(), " events' worth of attempts from the last daemon");
   std::lock_guard lock(mutex_);
+  for (const AttemptRecord& a : *running) {
+    auto it = followed.find(a.id);
+    if (it == followed.end()) continue;
+    if (it->second != 0 && !uids_.take(it->second))
+      log::warn("attempt ", a.id, " runs as uid ", it->second, ", which this daemon's uid range does not hold");
+    resumes_.emplace_back(a, it->second);
+  }
   for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this, i] { workerLoop(i); });
-  log::info("executor started: ", config_.workers, " worker(s), ", gpus_.size(), " GPU(s)");
+  log::info("executor started: ", executor_->name(), ", ", config_.workers, " worker(s), ", gpus_.size(), " GPU(s)");
   return {};
 }
 
@@ -91,7 +124,8 @@ json Scheduler::describe() const {
   std::lock_guard lock(mutex_);
   json running = json::array();
   for (const auto& [id, f] : inflight_) running.push_back({{"attempt", id}, {"run", f.run_id}});
-  return {{"workers", config_.workers}, {"running", running}, {"stopping", stopping_}};
+  return {{"workers", config_.workers}, {"running", running}, {"stopping", stopping_},
+          {"executor", executor_->describe()}};
 }
 
 void Scheduler::setCredentials(const std::string& runId, std::map<std::string, std::string> values) {
@@ -126,20 +160,6 @@ void limitAgent(AttemptPlan& plan, const json& options, const TenantLimits& limi
 
 }  // namespace
 
-AttemptSetup Scheduler::attemptSetup(const Task& task) const {
-  AttemptSetup setup;
-  setup.attempts_dir = config_.state_dir / "attempts";
-  setup.tasks_def_root = config_.state_dir / "tasks" / task.content_hash / "def";
-  setup.trusted_cache = config_.state_dir / "tasks";
-  setup.images_dir = config_.images_dir;
-  setup.akacheck = config_.akacheck;
-  setup.allow_agent_network = config_.allow_agent_network;
-  setup.workspace_limits = config_.workspace_limits;
-  setup.sandbox_uid = config_.sandbox_uid;
-  setup.sandbox_gid = config_.sandbox_gid;
-  return setup;
-}
-
 std::function<void(const std::string&)> Scheduler::stageRecorder(std::int64_t attemptId) {
   return [this, attemptId](const std::string& stage) {
     auto change = store_.setAttemptStage(attemptId, stage);
@@ -154,45 +174,6 @@ std::function<Status(const std::string&)> Scheduler::snapshotRecorder(std::int64
     publish(change->events);
     return {};
   };
-}
-
-Result<json> Scheduler::executeOnSlurm(const AttemptRecord& a, const RunRecord& run, const Task& task,
-                                       const AttemptPlan& plan, std::shared_ptr<SandboxCanceller> canceller) {
-  slurm::SlurmJobInput in;
-  in.spec.attempt_id = a.id;
-  in.spec.run_id = a.runId;
-  in.spec.task_id = task.id;
-  in.spec.task_hash = task.content_hash;
-  in.spec.agent = agentToJson(plan.agent);
-  in.spec.agent_time_limit_s = plan.agent_time_limit_s;
-  in.spec.snapshot = plan.snapshot;
-  in.spec.images_dir = fs::absolute(config_.images_dir).string();  // the job runs in its own folder
-  in.spec.akacheck = fs::absolute(config_.akacheck).string();
-  in.spec.allow_agent_network = config_.allow_agent_network;
-  in.spec.workspace_bytes = config_.workspace_limits.bytes;
-  in.spec.workspace_inodes = config_.workspace_limits.inodes;
-  in.spec.sandbox_uid = config_.sandbox_uid;
-  in.spec.sandbox_gid = config_.sandbox_gid;
-  // The attempt's own uid, unique among every attempt this front end runs, on any node.
-  std::optional<UidLease> attemptUid;
-  if (config_.attempt_uids.count > 0)
-    if (auto uid = uids_.acquire()) attemptUid.emplace(uids_, *uid);
-  if (attemptUid) in.spec.candidate_uid = attemptUid->uid();
-  in.needs_gpu = task.gpu;
-  // Slurm's fair share and limits apply per account on top of akad's own.
-  in.account = config_.tenants.limitsFor(static_cast<uid_t>(run.submitterUid)).slurm_account;
-  in.task_def_root = config_.state_dir / "tasks" / task.content_hash / "def";
-  in.credentials = plan.credentials;
-  slurm::SlurmHooks hooks;
-  hooks.canceller = canceller.get();
-  hooks.on_stage = stageRecorder(a.id);
-  hooks.on_job = [&](const std::string& job, const std::string& node) {
-    auto change = store_.setAttemptExecutor(a.id, job, node);
-    if (change) publish(change->events);
-    else log::error("cannot record attempt ", a.id, "'s Slurm job: ", change.error().message);
-  };
-  hooks.on_snapshot = snapshotRecorder(a.id);
-  return slurm::runOnSlurm(*config_.slurm, in, snapshots_, hooks);
 }
 
 Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
@@ -220,17 +201,22 @@ Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Schedu
 }
 
 void Scheduler::workerLoop(int worker) {
-  // GPU tasks are only taken while a GPU is free, so CPU tasks keep running meanwhile.
-  // With the Slurm executor Slurm places GPU tasks: every queued attempt is startable.
-  auto eligible = [this](const AttemptRecord& a) {
-    return config_.slurm || !a.needsGpu || gpus_.anyFree("");
-  };
+  auto eligible = [this](const AttemptRecord& a) { return executor_->canStart(a); };
   for (;;) {
     std::uint64_t seen = 0;
+    std::optional<std::pair<AttemptRecord, uid_t>> resume;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
       seen = wakeups_;  // read before claiming, so a wake() during the claim is not lost
+      if (!resumes_.empty()) {
+        resume = std::move(resumes_.front());
+        resumes_.pop_front();
+      }
+    }
+    if (resume) {
+      execute(resume->first, resume->second);
+      continue;
     }
     auto claimed = claimNext(eligible);
     if (!claimed) {
@@ -246,7 +232,62 @@ void Scheduler::workerLoop(int worker) {
   }
 }
 
-void Scheduler::execute(const AttemptRecord& a) {
+Result<json> Scheduler::planAndRun(const AttemptRecord& a, const RunRecord& run, const Task& task,
+                                   SandboxCanceller* canceller, std::optional<uid_t> resumedUid) {
+  const json& options = run.params.value("options", json::object());
+  AttemptPlan plan;
+  plan.attempt_id = a.id;
+  plan.run_id = a.runId;
+  plan.task = &task;
+  plan.snapshot = a.snapshotSha256;
+  plan.agent_time_limit_s = options.value("agent_time_limit_s", 0.0);
+  plan.credentials = credentialsOf(a.runId);
+  Result<AgentDefinition> agent = Error{"no agent"};
+  if (run.agentCommand) agent = adHocAgent(*run.agentCommand, task.limits.agent_s);
+  else if (run.agent) agent = findAgent(config_.agents_dir, *run.agent);
+  else if (plan.snapshot) agent = adHocAgent("true", 1);  // a re-score runs no agent
+  if (!agent) return agent.error();
+  auto images = attemptImages(config_.images_dir, task, *agent);
+  if (!images) return images.error();
+  plan.agent = *agent;
+  limitAgent(plan, options, config_.tenants.limitsFor(static_cast<uid_t>(run.submitterUid)));
+
+  // The attempt's own uid for its untrusted sandboxes. The range holds at least one uid per
+  // worker (checked at start), and each worker runs one attempt at a time; a resumed attempt
+  // keeps the uid its job runs as (taken at start).
+  std::optional<UidLease> attemptUid;
+  if (resumedUid) {
+    if (*resumedUid != 0) attemptUid.emplace(uids_, *resumedUid);
+  } else if (config_.attempt_uids.count > 0) {
+    if (auto uid = uids_.acquire()) attemptUid.emplace(uids_, *uid);
+    else log::error("attempt ", a.id, ": no free uid in ", config_.attempt_uids.text(), "; running it as the sandbox uid");
+  }
+  AttemptExecution e{
+      .attempt = a,
+      .run = run,
+      .task = task,
+      .plan = plan,
+      .images = *images,
+      .candidate_uid = attemptUid ? std::optional<uid_t>(attemptUid->uid()) : std::nullopt,
+      .canceller = canceller,
+      .on_stage = stageRecorder(a.id),
+      .on_snapshot = snapshotRecorder(a.id),
+      .on_placed =
+          [this, id = a.id](const std::string& job, const std::string& node) {
+            auto change = store_.setAttemptExecutor(id, job, node);
+            if (change) publish(change->events);
+            else log::error("cannot record where attempt ", id, " runs: ", change.error().message);
+          },
+      .on_gpu_time =
+          [this, id = a.id, uid = run.submitterUid](double seconds) {
+            if (auto st = store_.recordGpuUsage(id, uid, seconds); !st)
+              log::error("cannot record attempt ", id, "'s GPU time: ", st.error().message);
+          },
+  };
+  return resumedUid ? executor_->resume(e) : executor_->execute(e);
+}
+
+void Scheduler::execute(const AttemptRecord& a, std::optional<uid_t> resumedUid) {
   auto canceller = std::make_shared<SandboxCanceller>();
   {
     std::lock_guard lock(mutex_);
@@ -263,72 +304,7 @@ void Scheduler::execute(const AttemptRecord& a) {
   Result<json> outcome = Error{"not run"};
   if (!run) outcome = run.error();
   else if (!task) outcome = task.error();
-  else {
-    const json& params = run->params;
-    AttemptPlan plan;
-    plan.attempt_id = a.id;
-    plan.run_id = a.runId;
-    plan.task = &*task;
-    plan.snapshot = a.snapshotSha256;
-    plan.agent_time_limit_s = params.value("options", json::object()).value("agent_time_limit_s", 0.0);
-    plan.credentials = credentialsOf(a.runId);
-    Result<AgentDefinition> agent = Error{"no agent"};
-    if (run->agentCommand) agent = adHocAgent(*run->agentCommand, task->limits.agent_s);
-    else if (run->agent) agent = findAgent(config_.agents_dir, *run->agent);
-    else if (plan.snapshot) agent = adHocAgent("true", 1);  // a re-score runs no agent
-    Result<AttemptImages> images = Error{"no agent"};
-    if (agent) images = attemptImages(config_.images_dir, *task, *agent);
-    if (!agent) outcome = agent.error();
-    else if (!images) outcome = images.error();
-    else {
-      plan.agent = *agent;
-      limitAgent(plan, params.value("options", json::object()),
-                 config_.tenants.limitsFor(static_cast<uid_t>(run->submitterUid)));
-      if (config_.slurm) {
-        outcome = executeOnSlurm(a, *run, *task, plan, canceller);
-      } else {
-      AttemptServices s = baseServices(attemptSetup(*task), *images, &snapshots_);
-      const ImageProfile* image = &images->task;
-      std::optional<UidLease> attemptUid;
-      if (config_.attempt_uids.count > 0) {
-        // The range holds at least one uid per worker (checked at start), and each worker runs
-        // one attempt at a time.
-        if (auto uid = uids_.acquire()) attemptUid.emplace(uids_, *uid);
-        else log::error("attempt ", a.id, ": no free uid in ", config_.attempt_uids.text(), "; running it as the sandbox uid");
-      }
-      if (attemptUid) {
-        s.scoring.candidate_uid = attemptUid->uid();
-        s.scoring.candidate_gid = attemptUid->uid();
-      }
-      s.scoring.canceller = canceller.get();
-      s.on_stage = stageRecorder(a.id);
-      s.on_snapshot = snapshotRecorder(a.id);
-      const std::string model = params.value("options", json::object()).value("gpu_model", std::string());
-      // The image decides the vendor: the cuda-hip toolchain cannot drive an AMD GPU.
-      const std::string vendor = image->requires_gpu_vendor;
-      s.lease_gpu = [&, model, vendor](const std::string& stage) -> Result<AttemptServices::StageGpu> {
-        if (!gpus_.exists(model, vendor))
-          return Error{"the task needs a " + (vendor == "none" ? std::string() : vendor + " ") + "GPU" +
-                       (model.empty() ? std::string() : " of model '" + model + "'") +
-                       " and this daemon has none (see akactl gpus)"};
-        const std::string holder = "attempt " + std::to_string(a.id) + " (" + stage + ")";
-        auto g = gpus_.acquire(holder, model, [&] { return canceller->cancelled(); }, vendor);
-        if (!g) return Error{"cancelled"};
-        // The lease's time counts against the tenant's GPU hours when it ends.
-        const auto since = std::chrono::steady_clock::now();
-        std::shared_ptr<GpuLease> lease(new GpuLease(gpus_, g), [this, id = a.id, uid = run->submitterUid,
-                                                                 since](GpuLease* p) {
-          delete p;
-          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-          if (auto st = store_.recordGpuUsage(id, uid, s); !st)
-            log::error("cannot record attempt ", id, "'s GPU time: ", st.error().message);
-        });
-        return AttemptServices::StageGpu{lease, {g->id}, g->model};
-      };
-      outcome = runAttempt(plan, s);
-      }
-    }
-  }
+  else outcome = planAndRun(a, *run, *task, canceller.get(), resumedUid);
 
   bool byUser = false, stopping = false;
   {

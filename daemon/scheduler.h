@@ -1,12 +1,14 @@
 #pragma once
-// The executor: worker threads take queued attempts from the store, one at a time each, and
-// carry them through the pipeline (daemon/pipeline/attempt.cc). Every stage change is
-// committed before the stage runs, so after a crash the store says where each attempt stood.
+// The scheduler: worker threads take queued attempts from the store by fair share, one at a
+// time each, plan them (agent, limits, the attempt's uid) and hand them to the executor
+// (daemon/executor.h: this host's sandboxes, or Slurm jobs). Every stage change is committed
+// before the stage runs, so after a crash the store says where each attempt stood.
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <filesystem>
 #include <map>
@@ -20,6 +22,7 @@
 
 #include "common/result.h"
 #include "daemon/events.h"
+#include "daemon/executor.h"
 #include "daemon/gpu_leases.h"
 #include "daemon/pipeline/attempt_setup.h"
 #include "daemon/pipeline/sandbox_run.h"
@@ -72,6 +75,8 @@ class Scheduler {
   void wake();
   void cancelRun(const std::string& runId);
   nlohmann::json describe() const;
+  // The executor's kind and counters (no attempt or run ids: daemon.info answers everyone).
+  nlohmann::json executorState() const { return executor_->describe(); }
   const SchedulerConfig& config() const { return config_; }
   // Credentials an agent needs (API keys): kept in memory only, never in the store.
   void setCredentials(const std::string& runId, std::map<std::string, std::string> values);
@@ -84,18 +89,18 @@ class Scheduler {
   // The next attempt by fair share (daemon/fair_share.h), marked running.
   Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> claimNext(
       const std::function<bool(const AttemptRecord&)>& startable);
-  void execute(const AttemptRecord& attempt);
+  // Runs a claimed attempt (or follows one a previous daemon left to its executor) and
+  // records its end.
+  void execute(const AttemptRecord& attempt, std::optional<uid_t> resumedUid = std::nullopt);
+  // The plan (agent, images, limits) and the executor's run of it.
+  Result<nlohmann::json> planAndRun(const AttemptRecord& a, const RunRecord& run, const Task& task,
+                                    SandboxCanceller* canceller, std::optional<uid_t> resumedUid);
   void publish(const std::vector<EventRecord>& events);
   Result<Task> taskFor(const AttemptRecord& attempt);
-  // The daemon's configuration as the pieces of an attempt's services (attempt_setup.h).
-  AttemptSetup attemptSetup(const Task& task) const;
   // What records an attempt's stage and snapshot in the store (and publishes the events), for
   // either executor.
   std::function<void(const std::string&)> stageRecorder(std::int64_t attemptId);
   std::function<Status(const std::string&)> snapshotRecorder(std::int64_t attemptId);
-  // The attempt as a Slurm job (config_.slurm set): what execute() does instead of runAttempt.
-  Result<nlohmann::json> executeOnSlurm(const AttemptRecord& a, const RunRecord& run, const Task& task,
-                                        const AttemptPlan& plan, std::shared_ptr<SandboxCanceller> canceller);
 
   Store& store_;
   EventBus& bus_;
@@ -110,6 +115,10 @@ class Scheduler {
   bool stopping_ = false;
   std::uint64_t wakeups_ = 0;  // bumped by wake(): new work may be there
   std::vector<std::thread> threads_;
+  std::unique_ptr<Executor> executor_;
+  // Attempts a previous daemon left to the executor, followed before any new claim, with the
+  // attempt uid each still runs as (0: none).
+  std::deque<std::pair<AttemptRecord, uid_t>> resumes_;
   struct InFlight {
     std::string run_id;
     std::shared_ptr<SandboxCanceller> canceller;

@@ -812,7 +812,12 @@ Result<RunChange> Store::requeueAttempt(std::int64_t attemptId, const std::strin
   return RunChange{std::move(*run), events};
 }
 
-Result<std::vector<EventRecord>> Store::recoverAttempts(bool requeue) {
+Result<std::vector<AttemptRecord>> Store::runningAttempts() {
+  std::lock_guard lock(mutex_);
+  return queryAttempts("state = 'running' ORDER BY id", "");
+}
+
+Result<std::vector<EventRecord>> Store::recoverAttempts(bool requeue, const std::set<std::int64_t>& followed) {
   std::lock_guard lock(mutex_);
   auto tx = sqlite::Transaction::begin(db_);
   if (!tx) return tx.error();
@@ -822,6 +827,7 @@ Result<std::vector<EventRecord>> Store::recoverAttempts(bool requeue) {
   const std::string now = nowIso8601();
   std::set<std::string> runs;
   for (const AttemptRecord& a : *running) {
+    if (followed.count(a.id)) continue;
     runs.insert(a.runId);
     std::string state;
     json extra = json::object();

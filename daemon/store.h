@@ -182,8 +182,10 @@ class Store {
   // A running attempt goes back to the queue (daemon shutting down), keeping its snapshot.
   Result<RunChange> requeueAttempt(std::int64_t attemptId, const std::string& why);
   // After a restart: attempts left running with a snapshot are queued to be scored from it;
-  // the others are marked interrupted and, if `requeue`, queued to run again.
-  Result<std::vector<EventRecord>> recoverAttempts(bool requeue);
+  // the others are marked interrupted and, if `requeue`, queued to run again. Those in
+  // `followed` stay running: the executor follows them again (a Slurm job that lived on).
+  Result<std::vector<EventRecord>> recoverAttempts(bool requeue, const std::set<std::int64_t>& followed = {});
+  Result<std::vector<AttemptRecord>> runningAttempts();
   Result<AttemptRecord> getAttempt(std::int64_t attemptId);
   // The first attempt that recorded this snapshot (the original of a re-score).
   Result<std::optional<AttemptRecord>> attemptWithSnapshot(const std::string& sha256);

@@ -56,6 +56,11 @@ std::optional<uid_t> UidPool::acquire() {
   return std::nullopt;
 }
 
+bool UidPool::take(uid_t uid) {
+  std::lock_guard lock(mutex_);
+  return range_.contains(uid) && taken_.insert(uid).second;
+}
+
 void UidPool::release(uid_t uid) {
   std::lock_guard lock(mutex_);
   taken_.erase(uid);

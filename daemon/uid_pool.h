@@ -39,6 +39,8 @@ class UidPool {
   explicit UidPool(UidRange range) : range_(range) {}
   // The lowest free uid, or nullopt when every one is taken.
   std::optional<uid_t> acquire();
+  // Takes this uid (one a running attempt already uses); false if outside the range or taken.
+  bool take(uid_t uid);
   void release(uid_t uid);
   std::size_t inUse() const;
 

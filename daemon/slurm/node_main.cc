@@ -10,6 +10,8 @@
 // removed before it exits. Exit status: 0 when result.json was written (whatever the attempt's
 // outcome), 1 when not even that was possible, 2 on usage.
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +33,7 @@
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/task.h"
+#include "daemon/slurm/job_cgroup.h"
 #include "daemon/slurm/shared_area.h"
 #include "daemon/snapshot/store.h"
 
@@ -172,6 +176,24 @@ void removeCgroupParent(const std::string& parent) {
     if (h.is_directory(ec) && !h.is_symlink(ec)) ::rmdir((h.path() / parent).c_str());
 }
 
+// AKAD_NODE_CGROUPS: "job" nests the sandboxes under the job's cgroup or fails, "separate"
+// never does, "auto" (default) nests on a cgroup v2 host inside a Slurm job.
+bool wantsNestedCgroups() {
+  const std::string mode = envOr("AKAD_NODE_CGROUPS", "auto");
+  if (mode == "separate") return false;
+  if (mode == "job") return true;
+  struct statfs f {};
+  return std::getenv("SLURM_JOB_ID") && ::statfs("/sys/fs/cgroup", &f) == 0 && f.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+// A result that says why the attempt did not run, written as the real one would be.
+void writeFailure(const fs::path& outDir, const std::string& why) {
+  json out = {{"ok", false}, {"error", why}, {"finished_at", isoTimeUtc()}};
+  if (auto st = writeFileDurably(outDir / "result.json", out.dump() + "\n"); !st)
+    std::cerr << "akad-node: " << st.error().message << "\n";
+  std::cerr << "akad-node: " << why << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,15 +216,30 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGTERM, onTerm);
   std::signal(SIGPIPE, SIG_IGN);
-  // This job's sandboxes in a cgroup parent of their own: the clean-up below touches nothing
-  // of another job's on the same node.
-  // Earlier incarnations of this job are dead (Slurm requeued it): whatever of theirs is left
-  // on this node (a step killed with its slurmd) goes first.
+  // This job's sandboxes: under the job's own cgroup where Slurm gives it one on cgroup v2
+  // (job_cgroup.h), else in a cgroup parent of their own; either way the clean-up below touches
+  // nothing of another job's on the same node.
+  std::optional<slurm::JobCgroup> nested;
+  if (wantsNestedCgroups()) {
+    auto own = slurm::ownCgroupV2();
+    auto n = own ? slurm::nestUnderJobCgroup("/sys/fs/cgroup", *own) : Result<slurm::JobCgroup>(own.error());
+    if (n) nested = *n;
+    else if (envOr("AKAD_NODE_CGROUPS", "auto") == "job") {
+      writeFailure(outDir, "cannot nest the sandboxes under the job's cgroup: " + n.error().message);
+      return 0;
+    } else {
+      std::cerr << "akad-node: sandboxes get a cgroup parent of their own: " << n.error().message << "\n";
+    }
+  }
   const std::string cgroupPrefix = "akad-node-" + envOr("SLURM_CLUSTER_NAME", "local") + "-" + job + "-";
-  for (int r = 0; r < restart; ++r) {
-    setDefaultCgroupParent(cgroupPrefix + std::to_string(r));
-    cleanupSandboxLeftovers();
-    removeCgroupParent(cgroupPrefix + std::to_string(r));
+  if (!nested) {
+    // Earlier incarnations of this job are dead (Slurm requeued it): whatever of theirs is
+    // left on this node (a step killed with its slurmd) goes first.
+    for (int r = 0; r < restart; ++r) {
+      setDefaultCgroupParent(cgroupPrefix + std::to_string(r));
+      cleanupSandboxLeftovers();
+      removeCgroupParent(cgroupPrefix + std::to_string(r));
+    }
   }
   for (int r = 0; r < restart; ++r) {
     std::error_code rec;
@@ -210,7 +247,7 @@ int main(int argc, char** argv) {
     unmountEverythingUnder(old / "attempts");
     fs::remove_all(old, rec);
   }
-  const std::string cgroupParent = cgroupPrefix + std::to_string(restart);
+  const std::string cgroupParent = nested ? nested->sandbox_parent : cgroupPrefix + std::to_string(restart);
   setDefaultCgroupParent(cgroupParent);
   Result<json> r = runJob(jobDir, work, outDir);
   json out = r ? *r : json{{"ok", false}, {"error", r.error().message}};
@@ -218,7 +255,11 @@ int main(int argc, char** argv) {
   unmountEverythingUnder(work / "attempts");
   fs::remove_all(work, ec);
   cleanupSandboxLeftovers();
-  removeCgroupParent(cgroupParent);
+  if (nested) {
+    if (auto st = slurm::leaveJobCgroup(*nested); !st) std::cerr << "akad-node: " << st.error().message << "\n";
+  } else {
+    removeCgroupParent(cgroupParent);
+  }
   if (auto st = writeFileDurably(outDir / "result.json", out.dump() + "\n"); !st) {
     std::cerr << "akad-node: " << st.error().message << "\n";
     return 1;

@@ -259,6 +259,19 @@ TEST(AttemptUids, APoolHandsOutEachUidOnceAndTakesItBack) {
   EXPECT_EQ(pool.inUse(), 3u);
 }
 
+// A restarted daemon keeps the uid a still-running attempt (a Slurm job) uses: no new attempt
+// gets it while that one runs.
+TEST(AttemptUids, ATakenUidIsNotHandedOutAgainUntilReleased) {
+  UidPool pool(UidRange{500, 2});
+  EXPECT_TRUE(pool.take(501));
+  EXPECT_FALSE(pool.take(501)) << "taken twice";
+  EXPECT_FALSE(pool.take(502)) << "outside the range";
+  EXPECT_EQ(pool.acquire(), 500u);
+  EXPECT_FALSE(pool.acquire()) << "the taken uid was handed out";
+  pool.release(501);
+  EXPECT_EQ(pool.acquire(), 501u);
+}
+
 TEST(AttemptUids, SubordinateIdRangesThatMeetTheSandboxUidsAreFound) {
   test::TempDir dir;
   std::ofstream(dir / "subuid") << "alice:100000:65536\nbob:700000500:10\n# junk line\ncarol:5:x\n";

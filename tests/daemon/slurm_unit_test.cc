@@ -10,6 +10,7 @@
 
 #include "daemon/pipeline/agent.h"
 #include "common/durable_file.h"
+#include "daemon/slurm/job_tracker.h"
 #include "daemon/slurm/shared_area.h"
 #include "daemon/slurm/slurm_executor.h"
 
@@ -45,7 +46,8 @@ TEST(SlurmCommand, AGpuTaskAsksForOneGresAndTheTenantsAccountWins) {
   EXPECT_TRUE(hasPair(cmd, "--account", "alice-lab"));
   EXPECT_TRUE(hasPair(cmd, "--qos", "normal"));
   EXPECT_TRUE(hasPair(cmd, "--time", "90"));
-  EXPECT_TRUE(hasPair(cmd, "--job-name", "akad-a42"));
+  // Unique per submission (the folder's nonce), so a restarted front end can find the job by name.
+  EXPECT_TRUE(hasPair(cmd, "--job-name", "akad-a42-x"));
   EXPECT_EQ(cmd.back(), "exec '/opt/akad/bin/akad-node' run --job '/shared/jobs/a42-x'");
 
   in.needs_gpu = false;
@@ -53,6 +55,40 @@ TEST(SlurmCommand, AGpuTaskAsksForOneGresAndTheTenantsAccountWins) {
   const auto cpu = sbatchCommand(c, in, "/shared/jobs/a42-x");
   EXPECT_EQ(std::find(cpu.begin(), cpu.end(), "--gres"), cpu.end()) << "a CPU task asked for a GPU";
   EXPECT_TRUE(hasPair(cpu, "--account", "bench"));
+}
+
+TEST(SlurmCommand, AJobAsksForTheMemoryOfTwoSandboxesAndTheWorkspace) {
+  SlurmConfig c;
+  SlurmJobInput in;
+  in.spec.attempt_id = 7;
+  in.memory_bytes = 2ull << 30;
+  in.spec.workspace_bytes = 1ull << 30;
+  const auto cmd = sbatchCommand(c, in, "/shared/jobs/a7-ab");
+  // 2 x 2048 MiB (driver and worker at once) + 1024 MiB workspace tmpfs + 512 MiB for akad-node.
+  EXPECT_TRUE(hasPair(cmd, "--mem", "5632M"));
+}
+
+// squeue's --Format output as Slurm 22.05 prints it (captured from the test cluster).
+TEST(SlurmQueue, ParsesSqueueLinesAndRefusesGarbage) {
+  auto q = parseQueue("2|PENDING||Priority|0|\n3|RUNNING|akadnode1|None|1|\n4|CANCELLED||None|0|\n");
+  ASSERT_TRUE(q) << q.error().message;
+  ASSERT_EQ(q->size(), 3u);
+  EXPECT_EQ(q->at("2").state, "PENDING");
+  EXPECT_EQ(q->at("2").reason, "Priority");
+  EXPECT_EQ(q->at("3").node, "akadnode1");
+  EXPECT_EQ(q->at("3").restarts, 1);
+  EXPECT_TRUE(terminalState(q->at("4").state));
+  EXPECT_FALSE(terminalState(q->at("3").state));
+  EXPECT_TRUE(terminalState("")) << "a job Slurm no longer knows is over";
+  EXPECT_FALSE(parseQueue("x|RUNNING|n|None|0|\n")) << "a job id that is not a number";
+  EXPECT_FALSE(parseQueue("5|RUNNING|n\n")) << "too few fields";
+  EXPECT_FALSE(parseQueue("5|RUNNING|n|None|many|\n")) << "a restart count that is not a number";
+  auto empty = parseQueue("");
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->empty());
+  const auto cmd = squeueCommand({"5", "6"});
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--jobs=5,6"), cmd.end());
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--states=all"), cmd.end());
 }
 
 TEST(SlurmCommand, AQuoteInAPathCannotBreakOutOfTheWrappedCommand) {

@@ -101,7 +101,11 @@ class SlurmExecutorTest : public ::testing::Test {
     ASSERT_TRUE(cluster_->ok()) << cluster_->why();
     daemon_ = std::make_unique<PipelineDaemon>("slurm", PipelineDaemon::Timing::Quick);
     shared_ = daemon_->scratch("shared");
-    daemon_->start({"--executor", "slurm", "--slurm-shared", shared_.string(), "--workers", "2"});
+    daemon_->start(daemonArgs());
+  }
+  // Three attempts in Slurm at once: the node runs two (2 CPUs), so a third waits in its queue.
+  std::vector<std::string> daemonArgs() const {
+    return {"--executor", "slurm", "--slurm-shared", shared_.string(), "--workers", "3"};
   }
   void TearDown() override {
     if (!daemon_) return;
@@ -174,7 +178,7 @@ TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTh
     EXPECT_EQ(scored, 1);
   }
 
-  // Cancel: a run whose jobs are running and queued (the node takes one job at a time).
+  // Cancel: a run whose jobs are running and queued (the node runs two at a time).
   const std::string second = d.submit({"cpu/softmax", "cpu/reduction", "cpu/matmul", "--agent", "reference"});
   bool queued = false;
   for (int i = 0; i < 120 && !queued; ++i) {
@@ -228,6 +232,71 @@ TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScor
     if (e.value("kind", std::string()) == "attempt.state" && e.value("data", json::object()).value("state", std::string()) == "scored")
       ++scored;
   EXPECT_EQ(scored, 1);
+}
+
+// Until the attempt's stages run on the node; its job id.
+std::string waitOnNode(PipelineDaemon& d, const std::string& run) {
+  for (int i = 0; i < 240; ++i) {
+    json a = d.ctlJson({"status", run}).at("attempts").at(0);
+    const std::string stage = a.value("stage", json("")).is_string() ? a.value("stage", std::string()) : "";
+    if (a.at("executor_job").is_string() && !stage.empty() && stage.rfind("slurm:", 0) != 0) return a.at("executor_job");
+    std::this_thread::sleep_for(250ms);
+  }
+  return "";
+}
+
+// A front end that dies (kill -9, no stop) leaves its Slurm jobs running; the next daemon on the
+// same state follows them again instead of running the attempts twice.
+TEST_F(SlurmExecutorTest, ADaemonThatDiesLeavesItsJobRunningAndTheNextOneFollowsIt) {
+  PipelineDaemon& d = *daemon_;
+  const std::string run = d.submit({"cpu/softmax", "--agent-command", "sleep 15"});
+  const std::string job = waitOnNode(d, run);
+  ASSERT_FALSE(job.empty()) << "the attempt never started on the node";
+  d.kill9();
+  EXPECT_EQ(jobField(job, "JobState"), "RUNNING") << "the job did not outlive the front end";
+  d.start(daemonArgs());
+  json attempts = d.waitRun(run, 600s);
+  ASSERT_EQ(attempts.size(), 1u);
+  const json& a = attempts.at(0);
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  EXPECT_EQ(a.at("executor_job"), job) << "the attempt was submitted again";
+  EXPECT_EQ(a.at("result").at("executor").at("restarts"), 0);
+  EXPECT_TRUE(a.at("result").at("correct").get<bool>());
+  int scored = 0, interrupted = 0;
+  for (const json& e : eventsOf(d, run, a.at("id").get<std::int64_t>())) {
+    if (e.value("kind", std::string()) != "attempt.state") continue;
+    const std::string state = e.value("data", json::object()).value("state", std::string());
+    scored += state == "scored";
+    interrupted += state == "interrupted";
+  }
+  EXPECT_EQ(scored, 1);
+  EXPECT_EQ(interrupted, 0) << "the followed attempt was marked interrupted";
+}
+
+// A job folder in the shared area whose attempt no daemon follows (here: a front end with a
+// fresh state over the same shared area) has its job cancelled and is removed at start-up.
+TEST_F(SlurmExecutorTest, AJobThatNoAttemptOwnsIsCancelledAtStartUp) {
+  PipelineDaemon& d = *daemon_;
+  const std::string run = d.submit({"cpu/softmax", "--agent-command", "sleep 60"});
+  const std::string job = waitOnNode(d, run);
+  ASSERT_FALSE(job.empty()) << "the attempt never started on the node";
+  d.kill9();
+  ASSERT_FALSE(fs::is_empty(shared_ / "jobs"));
+  {
+    PipelineDaemon other("slurm-other", PipelineDaemon::Timing::Quick);
+    other.start({"--executor", "slurm", "--slurm-shared", shared_.string()});
+    const std::string state = jobField(job, "JobState");
+    EXPECT_TRUE(state == "CANCELLED" || state.empty()) << "the orphaned job is " << state;
+    std::error_code ec;
+    EXPECT_TRUE(fs::is_empty(shared_ / "jobs", ec)) << "the orphaned job's folder is still there";
+    other.stop();
+    other.expectNothingLeft();
+  }
+  // The first daemon's attempt was never followed again: start it so TearDown checks its state.
+  d.start(daemonArgs());
+  json attempts = d.waitRun(run, 600s);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_NE(attempts.at(0).value("executor_job", json()), json(job)) << "a cancelled job was followed";
 }
 
 }  // namespace
