@@ -70,6 +70,9 @@ class Executor {
     return Error{"the " + name() + " executor cannot follow an attempt after a restart"};
   }
   virtual nlohmann::json describe() const { return {{"kind", name()}}; }
+  // Whether GPUs come from elsewhere (a batch system's nodes) rather than this daemon's leases:
+  // then a GPU task is accepted at submit though this host has no GPU.
+  virtual bool placesGpusElsewhere() const { return false; }
 };
 
 }  // namespace akad

@@ -140,7 +140,8 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
     run.taskHashes[id] = task->content_hash;
     if (task->gpu) {
       run.tasksNeedingGpu.insert(id);
-      if (ctx.gpus != nullptr && ctx.gpus->size() == 0)
+      const bool gpusElsewhere = ctx.scheduler != nullptr && ctx.scheduler->placesGpusElsewhere();
+      if (ctx.gpus != nullptr && ctx.gpus->size() == 0 && !gpusElsewhere)
         return invalid("task " + id + " needs a GPU and this daemon has none (akactl gpus)");
     }
   }

@@ -77,6 +77,7 @@ class Scheduler {
   nlohmann::json describe() const;
   // The executor's kind and counters (no attempt or run ids: daemon.info answers everyone).
   nlohmann::json executorState() const { return executor_->describe(); }
+  bool placesGpusElsewhere() const { return executor_->placesGpusElsewhere(); }
   const SchedulerConfig& config() const { return config_; }
   // Credentials an agent needs (API keys): kept in memory only, never in the store.
   void setCredentials(const std::string& runId, std::map<std::string, std::string> values);

@@ -69,6 +69,7 @@ class SlurmExecutor : public Executor {
   std::map<std::int64_t, uid_t> resumable(const std::vector<AttemptRecord>& running) override;
   Result<nlohmann::json> resume(const AttemptExecution& e) override;
   nlohmann::json describe() const override;
+  bool placesGpusElsewhere() const override { return true; }
 
  private:
   SlurmJobInput inputFor(const AttemptExecution& e) const;

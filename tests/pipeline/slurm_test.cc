@@ -1,12 +1,14 @@
 // akad --executor slurm against a real Slurm cluster of one machine (scripts/slurm-test-cluster:
-// munged, slurmctld, one slurmd with a stand-in GPU gres, from Debian's packages): every
-// attempt is scored once through a Slurm job, the job id and node are recorded, cancel empties
-// the queue, a node that fails mid-attempt leads to a requeue and one score, and nothing is left
-// in the queue, the shared area or the node's cgroups.
+// munged, slurmctld, two slurmd in UTS namespaces of their own, each with a stand-in GPU gres,
+// from Debian's packages): every attempt is scored once through a Slurm job, the job id and node
+// are recorded, cancel empties the queue, a node that fails mid-attempt leads to a requeue and
+// one score, a front end that dies leaves its jobs to the next one, a GPU task asks Slurm for
+// the gres, and nothing is left in the queue, the shared area or the nodes' cgroups.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <regex>
+#include <set>
 
 #include "tests/pipeline/pipeline_daemon.h"
 
@@ -38,8 +40,12 @@ class TestCluster {
   bool ok() const { return ok_; }
   const std::string& name() const { return name_; }
   const std::string& why() const { return why_; }
-  void nodeDown() { runCommand({kClusterScript.string(), "node-down", (dir_.path() / "cluster").string()}, {}, 30s); }
-  void nodeUp() { runCommand({kClusterScript.string(), "node-up", (dir_.path() / "cluster").string()}, {}, 30s); }
+  void nodeDown(const std::string& node) {
+    runCommand({kClusterScript.string(), "node-down", (dir_.path() / "cluster").string(), node}, {}, 30s);
+  }
+  void nodeUp(const std::string& node) {
+    runCommand({kClusterScript.string(), "node-up", (dir_.path() / "cluster").string(), node}, {}, 30s);
+  }
 
  private:
   TempDir dir_;
@@ -69,8 +75,9 @@ std::vector<std::string> queueOf() {
 std::string jobField(const std::string& job, const std::string& key) {
   auto r = slurmCommand({"scontrol", "show", "job", "-o", job});
   std::smatch m;
-  const std::regex re(key + "=([^ ]*)");
-  return std::regex_search(r.out, m, re) ? m[1].str() : "";
+  // Whole keys only: "NodeList" must not match "ReqNodeList".
+  const std::regex re("(^| )" + key + "=([^ ]*)");
+  return std::regex_search(r.out, m, re) ? m[2].str() : "";
 }
 
 // The node programs' cgroup parents and work folders of this cluster's jobs.
@@ -142,13 +149,15 @@ TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTh
   const std::string run = d.submit({"cpu/softmax", "cpu/reduction", "--agent", "reference"});
   json attempts = d.waitRun(run, 900s);
   ASSERT_EQ(attempts.size(), 2u);
+  std::set<std::string> nodes;
   for (const json& a : attempts) {
     ASSERT_EQ(a.at("state"), "scored") << a.dump();
     const json& r = a.at("result");
     EXPECT_TRUE(r.at("correct").get<bool>()) << a.dump();
     EXPECT_GT(r.at("speedup").get<double>(), 1.0) << a.at("task_id");
     EXPECT_TRUE(a.at("executor_job").is_string()) << a.dump();
-    EXPECT_EQ(a.at("executor_node"), "akadnode1");
+    ASSERT_TRUE(a.at("executor_node").is_string()) << a.dump();
+    nodes.insert(a.at("executor_node").get<std::string>());
     EXPECT_EQ(r.at("executor").at("kind"), "slurm");
     EXPECT_EQ(r.at("executor").at("job"), a.at("executor_job"));
     EXPECT_TRUE(a.at("snapshot_sha256").is_string()) << "the snapshot did not come back to the front end";
@@ -178,7 +187,10 @@ TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTh
     EXPECT_EQ(scored, 1);
   }
 
-  // Cancel: a run whose jobs are running and queued (the node runs two at a time).
+  // One job per node at a time (one CPU each): Slurm put the two attempts on both nodes.
+  EXPECT_EQ(nodes, (std::set<std::string>{"akadnode1", "akadnode2"}));
+
+  // Cancel: a run whose jobs are running and queued (the nodes run two at a time).
   const std::string second = d.submit({"cpu/softmax", "cpu/reduction", "cpu/matmul", "--agent", "reference"});
   bool queued = false;
   for (int i = 0; i < 120 && !queued; ++i) {
@@ -212,13 +224,15 @@ TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScor
     std::this_thread::sleep_for(250ms);
   }
   ASSERT_FALSE(job.empty()) << "the attempt never started on the node";
-  cluster_->nodeDown();
+  const std::string node = jobField(job, "NodeList");
+  ASSERT_FALSE(node.empty());
+  cluster_->nodeDown(node);
   bool requeued = false;
   for (int i = 0; i < 120 && !requeued; ++i) {
     requeued = jobField(job, "Restarts") == "1";
     if (!requeued) std::this_thread::sleep_for(1s);
   }
-  cluster_->nodeUp();
+  cluster_->nodeUp(node);
   ASSERT_TRUE(requeued) << "Slurm did not requeue the job of the failed node: " << jobField(job, "JobState");
   json attempts = d.waitRun(run, 900s);
   ASSERT_EQ(attempts.size(), 1u);
@@ -297,6 +311,21 @@ TEST_F(SlurmExecutorTest, AJobThatNoAttemptOwnsIsCancelledAtStartUp) {
   json attempts = d.waitRun(run, 600s);
   ASSERT_EQ(attempts.size(), 1u);
   EXPECT_NE(attempts.at(0).value("executor_job", json()), json(job)) << "a cancelled job was followed";
+}
+
+// A GPU task's job asks Slurm for one GPU through gres; the stand-in device is no GPU, so the
+// node program says the job got none and the attempt fails with that reason, cleanly.
+TEST_F(SlurmExecutorTest, AGpuTaskAsksSlurmForOneGpuThroughGres) {
+  PipelineDaemon& d = *daemon_;
+  const std::string run = d.submit({"hip2hip/softmax", "--agent", "noop"});
+  json attempts = d.waitRun(run, 300s);
+  ASSERT_EQ(attempts.size(), 1u);
+  const json& a = attempts.at(0);
+  ASSERT_TRUE(a.at("executor_job").is_string()) << a.dump();
+  const std::string job = a.at("executor_job");
+  EXPECT_EQ(jobField(job, "TresPerNode"), "gres:gpu:1");
+  EXPECT_EQ(a.at("state"), "failed") << a.dump();
+  EXPECT_NE(a.value("error", std::string()).find("gave the job no GPU"), std::string::npos) << a.dump();
 }
 
 }  // namespace
