@@ -146,9 +146,14 @@ json eventsOf(PipelineDaemon& d, const std::string& run, std::int64_t attempt) {
 
 TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTheQueue) {
   PipelineDaemon& d = *daemon_;
-  const std::string run = d.submit({"cpu/softmax", "cpu/reduction", "--agent", "reference"});
-  json attempts = d.waitRun(run, 900s);
-  ASSERT_EQ(attempts.size(), 2u);
+  // The whole CPU suite with the reference agent, as the local executor's tests run it.
+  std::size_t cpuTasks = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(AKAD_TEST_TASKS_DIR) / "cpu"))
+    cpuTasks += fs::exists(e.path() / "task.yaml");
+  ASSERT_GE(cpuTasks, 8u);
+  const std::string run = d.submit({"cpu", "--agent", "reference"});
+  json attempts = d.waitRun(run, 1200s);
+  ASSERT_EQ(attempts.size(), cpuTasks);
   std::set<std::string> nodes;
   for (const json& a : attempts) {
     ASSERT_EQ(a.at("state"), "scored") << a.dump();
@@ -187,8 +192,13 @@ TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTh
     EXPECT_EQ(scored, 1);
   }
 
-  // One job per node at a time (one CPU each): Slurm put the two attempts on both nodes.
+  // One job per node at a time (one CPU each): Slurm used both nodes.
   EXPECT_EQ(nodes, (std::set<std::string>{"akadnode1", "akadnode2"}));
+  // The run's report is the local executor's in kind: everything compiled and correct, faster.
+  const json report = d.ctlJson({"report", run}).at("report");
+  EXPECT_EQ(report.at("compile_rate"), 1.0) << report.dump();
+  EXPECT_EQ(report.at("correctness_rate"), 1.0) << report.dump();
+  EXPECT_GT(report.at("geomean_speedup").get<double>(), 1.0) << report.dump();
 
   // Cancel: a run whose jobs are running and queued (the nodes run two at a time).
   const std::string second = d.submit({"cpu/softmax", "cpu/reduction", "cpu/matmul", "--agent", "reference"});
