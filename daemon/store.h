@@ -4,7 +4,7 @@
 // only after COMMIT, so whatever it acknowledged survives kill -9.
 //
 // Thread-safe: every public method takes the store's mutex (the pipeline calls in from worker
-// threads). Schema changes are appended to kMigrations in store.cc, never edited in place.
+// threads). Schema changes are appended to kMigrations in store_schema.cc, never edited in place.
 
 #include <cstdint>
 #include <filesystem>
