@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "common/protocol.h"
 #include "daemon/gpu_leases.h"
@@ -245,23 +246,11 @@ void exportSnapshot(DaemonContext& ctx, const Peer& peer, const json& params, st
     if (!manifest) return r->finish(manifest.error());
     std::ifstream in(*path, std::ios::binary);
     std::string buf(kExportChunkBytes, '\0');
-    static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     while (in && !r->done() && !job.stopping()) {
       in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
       std::size_t n = static_cast<std::size_t>(in.gcount());
       if (n == 0) break;
-      std::string enc;
-      enc.reserve((n + 2) / 3 * 4);
-      for (std::size_t i = 0; i < n; i += 3) {
-        uint32_t v = static_cast<unsigned char>(buf[i]) << 16;
-        if (i + 1 < n) v |= static_cast<unsigned char>(buf[i + 1]) << 8;
-        if (i + 2 < n) v |= static_cast<unsigned char>(buf[i + 2]);
-        enc += b64[(v >> 18) & 63];
-        enc += b64[(v >> 12) & 63];
-        enc += i + 1 < n ? b64[(v >> 6) & 63] : '=';
-        enc += i + 2 < n ? b64[v & 63] : '=';
-      }
-      r->event({{"chunk", enc}});
+      r->event({{"chunk", base64Encode(std::string_view(buf.data(), n))}});
     }
     r->finish(json{{"snapshot", sha}, {"manifest", manifest->toJson()}});
   }).detach();
