@@ -1,5 +1,6 @@
-// akactl: the command-line client of akad. One file per command group; this one holds the
-// global options and the exit-code contract.
+// akactl: the command-line client of akad. One file per command group (daemon, run, report,
+// reproduce, task, resource, snapshot and snapshot_store _commands.cc; following a run is
+// progress.cc); this one holds the global options and the exit-code contract.
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -9,9 +10,13 @@
 #include "akad/version.h"
 #include "cli/daemon_commands.h"
 #include "cli/options.h"
-#include "cli/pipeline_commands.h"
+#include "cli/report_commands.h"
+#include "cli/reproduce_commands.h"
+#include "cli/resource_commands.h"
 #include "cli/run_commands.h"
 #include "cli/snapshot_commands.h"
+#include "cli/snapshot_store_commands.h"
+#include "cli/task_commands.h"
 
 int main(int argc, char** argv) {
   using namespace akad::cli;
@@ -31,7 +36,11 @@ int main(int argc, char** argv) {
   addDaemonCommands(app, exitCode);
   addRunCommands(app, exitCode);
   akactl::addSnapshotCommands(app, exitCode);
-  addPipelineCommands(app, exitCode);
+  addReportCommands(app, exitCode);
+  addReproduceCommands(app, exitCode);
+  addTaskCommands(app, exitCode);
+  addResourceCommands(app, exitCode);
+  addSnapshotStoreCommands(app, exitCode);
 
   try {
     app.parse(argc, argv);

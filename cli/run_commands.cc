@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/json_text.h"
 #include "cli/options.h"
-#include "cli/pipeline_commands.h"
+#include "cli/progress.h"
 
 #include <unistd.h>
 #include <cstdlib>
@@ -34,11 +35,6 @@ struct SubmitArgs {
   bool watch = false;
   bool wait = false;
 };
-
-std::string str(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 std::string countsText(const json& run) {
   const json& c = run.at("counts");

@@ -1,17 +1,32 @@
 #pragma once
-// CPU placement, clock and busy-wait helpers for the spawn path (subproc.cc, "Placement";
-// subproc.h's spinningPays()).
+// CPU placement of the spawn path: where akabox, its init and the command run while the
+// sandbox is set up, and whether there are CPUs to spare for polling.
+//
+// A new task starts on its parent's CPU, and a scheduler that packs tasks onto few CPUs (the
+// development VM's does) leaves it there: the init's half of the set-up and akabox's would
+// run one after the other while another CPU idles. So akabox supervises as SCHED_BATCH (the
+// same share of CPU time, but a batch task never preempts on a wake-up), set before clone3 so
+// that the new init does not push akabox off its CPU either; and right after clone3 akabox
+// takes its own CPU out of the init's set, which moves the init if it was queued there. Where
+// the scheduler spread them already, that is a mask update. akabox's wake-ups (the listener,
+// the output pipes, the report, the init's exit) then do not cut into the init's and the
+// command's work either. The init takes akabox's policy and CPU set back before it starts the
+// command (contain.cc). Best effort: a call that fails changes nothing. akabox's helper
+// threads start off its CPU for the same reason (helper_thread.h).
 
-#include <linux/futex.h>
-#include <pthread.h>
 #include <sched.h>
-#include <signal.h>
-#include <stddef.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 namespace akad::box {
+
+// akabox's scheduling policy and CPU set as they were before akabox changed them for the
+// set-up, each only if it was read and changed.
+struct Placement {
+  bool restorePolicy = false;
+  int policy = 0;
+  sched_param param{};
+  bool restoreCpus = false;
+  cpu_set_t cpus{};
+};
 
 // Reads the calling thread's CPU set into `all` and the same set without the CPU it runs on
 // into `others`. False (and nothing to move) when there is only one CPU, or either cannot be
@@ -25,63 +40,29 @@ inline bool cpusBesidesThisOne(cpu_set_t& all, cpu_set_t& others) {
   return true;
 }
 
-// Starts one of akabox's helper threads (the namespace thread, the one that lends the init
-// its thread-local state, the one that drops the mount namespace, the mount thread),
-// detached, with a 64 KiB stack unless told otherwise (most of their work is a few system
-// calls deep) and every signal blocked (signals are for akabox's main thread). With
-// `offThisCpu`, on the caller's CPUs but the one it runs on (subproc.cc, "Placement"). 0, or
-// the error number.
-inline int startHelperThread(void* (*fn)(void*), void* arg, bool offThisCpu, size_t stackBytes = 64 * 1024) {
-  pthread_attr_t attr;
-  if (int rc = ::pthread_attr_init(&attr); rc != 0) return rc;
-  (void)::pthread_attr_setstacksize(&attr, stackBytes);
-  (void)::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  cpu_set_t all, others;
-  if (offThisCpu && cpusBesidesThisOne(all, others)) (void)::pthread_attr_setaffinity_np(&attr, sizeof(others), &others);
-  sigset_t every, old;
-  sigfillset(&every);
-  ::pthread_sigmask(SIG_SETMASK, &every, &old);
-  pthread_t thread;
-  const int rc = ::pthread_create(&thread, &attr, fn, arg);
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ::pthread_attr_destroy(&attr);
-  return rc;
-}
+// The CPUs akabox may run on (its affinity mask), read once.
+int usableCpus();
 
-// CLOCK_MONOTONIC in seconds.
-inline double monotonicS() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+// Whether waiting for a hand-over (the init for akabox's messages, akabox for its helper
+// threads) should poll for a moment before it sleeps: with four CPUs or more, a waiter's CPU
+// is otherwise idle, and waking an idle virtual CPU costs tens of microseconds per hand-over;
+// with two, polling would take the CPU the other side needs. AKABOX_SPIN=1 or 0 overrides the
+// choice (the tests use it to run the polling paths on a two-CPU machine).
+bool spinningPays();
 
-// Tells the CPU that this is a spin loop (frees the sibling hyper-thread, saves power).
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+// akabox's side, before clone3: SCHED_BATCH for akabox, and in `initCpus` its CPU set without
+// the CPU it runs on (valid where the result's restoreCpus is set). The policy handed back is
+// the caller's, read at akabox's first call: a second attempt (a stale mount template, run.cc)
+// finds akabox in SCHED_BATCH already, and its command would get that.
+Placement placeForSetup(cpu_set_t& initCpus);
 
-// A helper thread's word to akabox (a futex, 0 until set): set once, waking the waiter.
-inline void setWordAndWake(int& word) {
-  __atomic_store_n(&word, 1, __ATOMIC_RELEASE);
-  ::syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
+// The init's side, before it starts the command: akabox's scheduling policy back.
+void restoreSchedulingPolicy(const Placement& p);
 
-// Waits until `word` is set. With `spin`, it polls for up to a millisecond first (subproc.h's
-// spinningPays()).
-inline void waitForWord(int& word, bool spin) {
-  if (spin) {
-    const double until = monotonicS() + 0.001;
-    for (int i = 0; __atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0; ++i) {
-      cpuRelax();
-      if ((i & 63) == 0 && monotonicS() >= until) break;
-    }
-  }
-  while (__atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0)
-    ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
-}
+// The init's side, right before it starts the command: it pins itself to the CPU it runs on,
+// so that the command starts there (a new task otherwise goes to the idlest CPU, and waking an
+// idle virtual CPU costs more than the init's short wait for the exec). True if pinned; if not,
+// the init takes akabox's whole CPU set back. Only with p.restoreCpus.
+bool pinToCurrentCpu(const Placement& p);
 
 }  // namespace akad::box

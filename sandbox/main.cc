@@ -13,7 +13,8 @@
 
 #include "sandbox/gpu.h"
 #include "sandbox/mnt_template.h"
-#include "sandbox/net.h"
+#include "sandbox/init_lender.h"
+#include "sandbox/ns_thread.h"
 #include "sandbox/run.h"
 #include "sandbox/subproc.h"
 
@@ -183,12 +184,12 @@ int cleanup(const CommandLine& cl) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The network namespace is the longest step of set-up (net.h): on a command line that
+  // The network namespace is the longest step of set-up (ns_thread.h): on a command line that
   // plainly wants one it starts before parsing, and runSandbox drops it if the spec says
   // otherwise after all.
-  box::NetworkNamespaceMaker early;
+  box::NamespaceThread early;
   if (box::networkNamespaceEarly(argc, argv)) (void)early.start();
-  // The thread that will start the sandbox's init warms up meanwhile (subproc.h).
+  // The thread that will start the sandbox's init warms up meanwhile (init_lender.h).
   box::InitLender lender;
   if (argc > 1 && std::strcmp(argv[1], "run") == 0 && box::initLenderPays()) (void)lender.start();
 

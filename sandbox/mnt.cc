@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "sandbox/cpu.h"
+#include "sandbox/helper_thread.h"
 
 namespace akad::box {
 namespace {

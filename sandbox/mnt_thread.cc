@@ -11,6 +11,7 @@
 #include <string>
 
 #include "sandbox/cpu.h"
+#include "sandbox/helper_thread.h"
 #include "sandbox/mnt.h"
 #include "sandbox/shared_clone.h"
 #include "sandbox/subproc.h"

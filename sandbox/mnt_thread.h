@@ -19,7 +19,7 @@
 // code up to its execve. akabox sends the go signal that the execve waits for only after
 // finish(), so the command never runs with the host's tree attached or the root writable.
 //
-// Only with CPUs to spare (subproc.h's spinningPays(): four or more). On two, the threads take
+// Only with CPUs to spare (cpu.h's spinningPays(): four or more). On two, the threads take
 // turns with akabox and the init, and spawns measured 0.6-0.8 ms slower on the development VM.
 // And only where the init shares akabox's memory (shared_clone.h): the thread allocates and
 // takes locks, and a copy of akabox made while it runs (a classic init) could inherit a lock
@@ -46,7 +46,7 @@ class MountNamespaceThread {
   Status start(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices);
   bool running() const { return started_; }
   // Waits until the namespace can be entered and returns its file, or what failed. With
-  // `spin`, it polls for up to a millisecond before it sleeps (subproc.h's spinningPays()).
+  // `spin`, it polls for up to a millisecond before it sleeps (cpu.h's spinningPays()).
   Result<UniqueFd> take(bool spin);
   // Waits for the end of the build (after take()): the sandbox's command may run only once
   // this has returned success.

@@ -9,9 +9,10 @@
 
 #include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/cpu.h"
 #include "sandbox/mnt_template.h"
 #include "sandbox/mnt_thread.h"
-#include "sandbox/net.h"
+#include "sandbox/ns_thread.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/subproc.h"
 
@@ -48,7 +49,7 @@ SandboxStatus decideStatus(const SandboxExit& ex, bool oomKilled) {
 Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<DevicePassthrough>& devices,
                                   std::optional<CgroupVersion>& version, const CgroupLimits& limits,
                                   std::unique_ptr<SandboxCgroup>& cgroup, std::unique_ptr<SeccompPolicy>& policy,
-                                  SandboxInit& init, NetworkNamespaceMaker& netns, MountNamespaceThread& mountThread,
+                                  SandboxInit& init, NamespaceThread& netns, MountNamespaceThread& mountThread,
                                   bool lastTemplate, bool& staleTemplate) {
   // The template this layout used last, at once, and the check that it is still current
   // below, before the release; or the checked one, built first if need be.
@@ -110,7 +111,7 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
 
 // One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
 // template it took first turned out stale, which only an attempt with `lastTemplate` does.
-std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NetworkNamespaceMaker& netns, InitLender* lender, bool lastTemplate) {
+std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& netns, InitLender* lender, bool lastTemplate) {
   auto ids = outsideIds(spec);
   if (!ids) return setupFailure(ids.error().message);
 
@@ -276,10 +277,10 @@ SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early) {
   if (spec.resultFd >= 0 && ::fcntl(spec.resultFd, F_GETFD) < 0)
     return setupFailure("--result-fd " + std::to_string(spec.resultFd) + " is not an open file descriptor");
 
-  // First, so that it runs beside everything else (net.h), unless main() started it already.
-  NetworkNamespaceMaker own;
-  NetworkNamespaceMaker* earlyNet = early.netns;
-  NetworkNamespaceMaker& netns = earlyNet && earlyNet->running() && spec.net == NetMode::None ? *earlyNet : own;
+  // First, so that it runs beside everything else (ns_thread.h), unless main() started it already.
+  NamespaceThread own;
+  NamespaceThread* earlyNet = early.netns;
+  NamespaceThread& netns = earlyNet && earlyNet->running() && spec.net == NetMode::None ? *earlyNet : own;
   if (earlyNet && &netns != earlyNet) earlyNet->finish();  // started for nothing: the spec has another network
   if (spec.net == NetMode::None && !netns.running())
     if (auto st = netns.start(); !st) return setupFailure(st.error().message);

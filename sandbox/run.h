@@ -8,13 +8,13 @@
 
 namespace akad::box {
 
-class NetworkNamespaceMaker;
+class NamespaceThread;
 class InitLender;
 
-// Threads main() started before parsing: the network namespace's (net.h), used if the spec
-// wants one and dropped otherwise, and the init's lender (subproc.h), used if ready.
+// Threads main() started before parsing: the namespace thread (ns_thread.h), used if the spec
+// wants one and dropped otherwise, and the init's lender (init_lender.h), used if ready.
 struct EarlyThreads {
-  NetworkNamespaceMaker* netns = nullptr;
+  NamespaceThread* netns = nullptr;
   InitLender* lender = nullptr;
 };
 SandboxResult runSandbox(const SandboxSpec& spec, EarlyThreads early = {});

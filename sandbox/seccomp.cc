@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "akad/version.h"
@@ -123,106 +124,113 @@ std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(std::string_view bytes
   return p;
 }
 
-Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy, const std::string& source) {
-  if (!policy.is_object()) return Error{"seccomp policy " + source + ": expected a JSON object"};
-  std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
-  p->source_ = source;
+namespace {
 
+// One syscall rule of the policy, resolved for this architecture.
+struct Rule {
+  std::string name;
+  int nr;
+  Action act;
+  std::vector<scmp_arg_cmp> args;
+};
+
+struct ParsedRules {
+  std::vector<Rule> rules;
+  std::set<std::string> unconditionalAllow;  // allowed with no argument condition
+};
+
+// The default action (and its errno, defaultErrnoRet, EPERM if not given).
+Result<Action> parseDefaultAction(const json& policy, const std::string& source) {
   int defaultErrno = EPERM;
   if (policy.contains("defaultErrnoRet")) {
     if (!policy["defaultErrnoRet"].is_number_unsigned()) return Error{"seccomp policy " + source + ": 'defaultErrnoRet' must be an errno number"};
     defaultErrno = policy["defaultErrnoRet"].get<int>();
   }
-  auto def = parseAction(policy, "defaultAction", "defaultErrnoRet", defaultErrno, "seccomp policy " + source);
-  if (!def) return def.error();
-  p->defaultErrno_ = def->isErrno ? def->err : EPERM;
+  return parseAction(policy, "defaultAction", "defaultErrnoRet", defaultErrno, "seccomp policy " + source);
+}
 
-  // First pass: gather rules, so we know whether the notifier can be used before building.
-  struct Rule {
-    std::string name;
-    int nr;
-    Action act;
-    std::vector<scmp_arg_cmp> args;
-  };
-  std::vector<Rule> rules;
-  std::set<std::string> unconditionalAllow;
-  if (policy.contains("syscalls")) {
-    if (!policy["syscalls"].is_array()) return Error{"seccomp policy " + source + ": 'syscalls' must be a list"};
-    size_t i = 0;
-    for (const auto& entry : policy["syscalls"]) {
-      std::string where = "seccomp policy " + source + ", syscalls[" + std::to_string(i++) + "]";
-      if (!entry.is_object()) return Error{where + ": expected an object"};
-      std::vector<std::string> names;
-      if (entry.contains("names")) {
-        if (!entry["names"].is_array()) return Error{where + ": 'names' must be a list of syscall names"};
-        for (const auto& n : entry["names"]) {
-          if (!n.is_string()) return Error{where + ": syscall names must be strings"};
-          names.push_back(n.get<std::string>());
-        }
-      } else if (entry.contains("name") && entry["name"].is_string()) {
-        names.push_back(entry["name"].get<std::string>());
-      } else {
-        return Error{where + ": needs 'names'"};
-      }
-      auto act = parseAction(entry, "action", "errnoRet", EPERM, where);
-      if (!act) return act.error();
-      std::vector<scmp_arg_cmp> args;
-      if (entry.contains("args") && !entry["args"].is_null()) {
-        if (!entry["args"].is_array()) return Error{where + ": 'args' must be a list"};
-        for (const auto& a : entry["args"]) {
-          if (!a.is_object() || !a.contains("index") || !a["index"].is_number_unsigned() || a["index"].get<unsigned>() > 5 ||
-              !a.contains("op") || !a["op"].is_string() || !a.contains("value") || !a["value"].is_number_unsigned())
-            return Error{where + ": each argument needs index (0-5), op and an unsigned value"};
-          auto op = parseOp(a["op"].get<std::string>(), where);
-          if (!op) return op.error();
-          uint64_t v2 = a.contains("valueTwo") && a["valueTwo"].is_number_unsigned() ? a["valueTwo"].get<uint64_t>() : 0;
-          args.push_back(scmp_arg_cmp{a["index"].get<unsigned>(), *op, a["value"].get<uint64_t>(), v2});
-        }
-      }
-      for (const auto& name : names) {
-        int nr = seccomp_syscall_resolve_name(name.c_str());
-        if (nr == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture (as Docker does)
-        if (act->value == SCMP_ACT_ALLOW && args.empty()) unconditionalAllow.insert(name);
-        rules.push_back(Rule{name, nr, *act, args});
-      }
+// A rule's names: `names` (a list), or the older single `name`.
+Result<std::vector<std::string>> parseRuleNames(const json& entry, const std::string& where) {
+  std::vector<std::string> names;
+  if (entry.contains("names")) {
+    if (!entry["names"].is_array()) return Error{where + ": 'names' must be a list of syscall names"};
+    for (const auto& n : entry["names"]) {
+      if (!n.is_string()) return Error{where + ": syscall names must be strings"};
+      names.push_back(n.get<std::string>());
+    }
+  } else if (entry.contains("name") && entry["name"].is_string()) {
+    names.push_back(entry["name"].get<std::string>());
+  } else {
+    return Error{where + ": needs 'names'"};
+  }
+  return names;
+}
+
+// A rule's argument conditions (`args`), none if absent or null.
+Result<std::vector<scmp_arg_cmp>> parseRuleArgs(const json& entry, const std::string& where) {
+  std::vector<scmp_arg_cmp> args;
+  if (!entry.contains("args") || entry["args"].is_null()) return args;
+  if (!entry["args"].is_array()) return Error{where + ": 'args' must be a list"};
+  for (const auto& a : entry["args"]) {
+    if (!a.is_object() || !a.contains("index") || !a["index"].is_number_unsigned() || a["index"].get<unsigned>() > 5 ||
+        !a.contains("op") || !a["op"].is_string() || !a.contains("value") || !a["value"].is_number_unsigned())
+      return Error{where + ": each argument needs index (0-5), op and an unsigned value"};
+    auto op = parseOp(a["op"].get<std::string>(), where);
+    if (!op) return op.error();
+    uint64_t v2 = a.contains("valueTwo") && a["valueTwo"].is_number_unsigned() ? a["valueTwo"].get<uint64_t>() : 0;
+    args.push_back(scmp_arg_cmp{a["index"].get<unsigned>(), *op, a["value"].get<uint64_t>(), v2});
+  }
+  return args;
+}
+
+// Every rule of `syscalls`, gathered before the filter is built, so that whether the notifier
+// can be used is known first. Names that are not syscalls on this architecture are skipped
+// (as Docker does).
+Result<ParsedRules> parseRules(const json& policy, const std::string& source) {
+  ParsedRules out;
+  if (!policy.contains("syscalls")) return out;
+  if (!policy["syscalls"].is_array()) return Error{"seccomp policy " + source + ": 'syscalls' must be a list"};
+  size_t i = 0;
+  for (const auto& entry : policy["syscalls"]) {
+    std::string where = "seccomp policy " + source + ", syscalls[" + std::to_string(i++) + "]";
+    if (!entry.is_object()) return Error{where + ": expected an object"};
+    auto names = parseRuleNames(entry, where);
+    if (!names) return names.error();
+    auto act = parseAction(entry, "action", "errnoRet", EPERM, where);
+    if (!act) return act.error();
+    auto args = parseRuleArgs(entry, where);
+    if (!args) return args.error();
+    for (const auto& name : *names) {
+      int nr = seccomp_syscall_resolve_name(name.c_str());
+      if (nr == __NR_SCMP_ERROR) continue;
+      if (act->value == SCMP_ACT_ALLOW && args->empty()) out.unconditionalAllow.insert(name);
+      out.rules.push_back(Rule{name, nr, *act, *args});
     }
   }
-  // Only the default action is reported: explicit errno rules (clone3 -> ENOSYS so that libc
-  // falls back to clone) are expected answers, not violations. The listener fd is handed to
-  // akabox with sendmsg after the filter is loaded, so sendmsg and execve must be allowed.
-  p->notify_ = def->isErrno && unconditionalAllow.count("sendmsg") && unconditionalAllow.count("execve");
-  auto allowed = [&](const char* name) {
-    const bool ruled = std::any_of(rules.begin(), rules.end(), [&](const Rule& r) { return r.name == name; });
-    return unconditionalAllow.count(name) > 0 || (def->value == SCMP_ACT_ALLOW && !ruled);
-  };
-  p->allowsLateSetup_ = allowed("chdir") && allowed("recvfrom");
-  const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def->value;
-  struct CtxOwner {
-    scmp_filter_ctx ctx;
-    ~CtxOwner() { if (ctx) seccomp_release(ctx); }
-  } owner{seccomp_init(defaultAction)};
-  scmp_filter_ctx ctx = owner.ctx;
-  if (!ctx) return Error{"seccomp policy " + source + ": seccomp_init failed"};
-  // Syscalls of an architecture the policy does not list (e.g. int 0x80 on x86-64) kill.
-  seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
-  // Binary-tree dispatch: a long allow-list costs O(log n) per syscall instead of O(n).
-  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-  if (policy.contains("architectures") && policy["architectures"].is_array()) {
-    const uint32_t native = seccomp_arch_native();
-    for (const auto& a : policy["architectures"]) {
-      if (!a.is_string()) return Error{"seccomp policy " + source + ": architectures must be strings"};
-      std::string name = a.get<std::string>();
-      std::string lower = name.rfind("SCMP_ARCH_", 0) == 0 ? name.substr(10) : name;
-      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      uint32_t arch = seccomp_arch_resolve_name(lower.c_str());
-      if (arch == 0) return Error{"seccomp policy " + source + ": unknown architecture '" + name + "'"};
-      if (isCompatArch(native, arch)) {
-        int rc = seccomp_arch_add(ctx, arch);
-        if (rc < 0 && rc != -EEXIST) return Error{"seccomp policy " + source + ": cannot add architecture " + name};
-      }
+  return out;
+}
+
+// The architectures the policy lists, where this kernel runs them (syscalls of any other
+// kill, SCMP_FLTATR_ACT_BADARCH).
+Status addArchitectures(scmp_filter_ctx ctx, const json& policy, const std::string& source) {
+  if (!policy.contains("architectures") || !policy["architectures"].is_array()) return {};
+  const uint32_t native = seccomp_arch_native();
+  for (const auto& a : policy["architectures"]) {
+    if (!a.is_string()) return Error{"seccomp policy " + source + ": architectures must be strings"};
+    std::string name = a.get<std::string>();
+    std::string lower = name.rfind("SCMP_ARCH_", 0) == 0 ? name.substr(10) : name;
+    for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    uint32_t arch = seccomp_arch_resolve_name(lower.c_str());
+    if (arch == 0) return Error{"seccomp policy " + source + ": unknown architecture '" + name + "'"};
+    if (isCompatArch(native, arch)) {
+      int rc = seccomp_arch_add(ctx, arch);
+      if (rc < 0 && rc != -EEXIST) return Error{"seccomp policy " + source + ": cannot add architecture " + name};
     }
   }
+  return {};
+}
+
+Status addRules(scmp_filter_ctx ctx, const std::vector<Rule>& rules, uint32_t defaultAction, const std::string& source) {
   for (const auto& r : rules) {
     const uint32_t action = r.act.value;
     if (action == defaultAction) continue;  // libseccomp refuses rules that repeat the default
@@ -244,16 +252,64 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy
         return Error{"seccomp policy " + source + ": cannot add the rule for '" + r.name + "': " + std::strerror(-rc)};
     }
   }
-  // Export the generated program; the sandbox loads it with seccomp(2) directly.
+  return {};
+}
+
+// The generated program, exported through a memfd; the sandbox loads it with seccomp(2)
+// directly.
+Status exportProgram(scmp_filter_ctx ctx, const std::string& source, std::vector<sock_filter>& program) {
   UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "akabox-seccomp", MFD_CLOEXEC)));
   if (!mem.valid()) return errnoError("memfd_create for the seccomp program");
   if (int rc = seccomp_export_bpf(ctx, mem.get()); rc < 0)
     return Error{"seccomp policy " + source + ": cannot generate the filter: " + std::strerror(-rc)};
   off_t size = ::lseek(mem.get(), 0, SEEK_END);
   if (size <= 0 || size % static_cast<off_t>(sizeof(sock_filter)) != 0) return Error{"seccomp policy " + source + ": bad generated filter"};
-  p->program_.resize(static_cast<size_t>(size) / sizeof(sock_filter));
-  if (::pread(mem.get(), p->program_.data(), static_cast<size_t>(size), 0) != size) return errnoError("reading the seccomp program back");
-  if (p->program_.size() > BPF_MAXINSNS) return Error{"seccomp policy " + source + ": the filter is too long (" + std::to_string(p->program_.size()) + " instructions)"};
+  program.resize(static_cast<size_t>(size) / sizeof(sock_filter));
+  if (::pread(mem.get(), program.data(), static_cast<size_t>(size), 0) != size) return errnoError("reading the seccomp program back");
+  if (program.size() > BPF_MAXINSNS) return Error{"seccomp policy " + source + ": the filter is too long (" + std::to_string(program.size()) + " instructions)"};
+  return {};
+}
+
+struct FilterContext {
+  scmp_filter_ctx ctx;
+  ~FilterContext() { if (ctx) seccomp_release(ctx); }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy, const std::string& source) {
+  if (!policy.is_object()) return Error{"seccomp policy " + source + ": expected a JSON object"};
+  std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
+  p->source_ = source;
+  auto def = parseDefaultAction(policy, source);
+  if (!def) return def.error();
+  p->defaultErrno_ = def->isErrno ? def->err : EPERM;
+  auto parsed = parseRules(policy, source);
+  if (!parsed) return parsed.error();
+
+  // Only the default action is reported: explicit errno rules (clone3 -> ENOSYS so that libc
+  // falls back to clone) are expected answers, not violations. The listener fd is handed to
+  // akabox with sendmsg after the filter is loaded, so sendmsg and execve must be allowed.
+  const std::set<std::string>& allow = parsed->unconditionalAllow;
+  p->notify_ = def->isErrno && allow.count("sendmsg") && allow.count("execve");
+  auto allowed = [&](const char* name) {
+    const bool ruled = std::any_of(parsed->rules.begin(), parsed->rules.end(), [&](const Rule& r) { return r.name == name; });
+    return allow.count(name) > 0 || (def->value == SCMP_ACT_ALLOW && !ruled);
+  };
+  p->allowsLateSetup_ = allowed("chdir") && allowed("recvfrom");
+
+  const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def->value;
+  FilterContext owner{seccomp_init(defaultAction)};
+  scmp_filter_ctx ctx = owner.ctx;
+  if (!ctx) return Error{"seccomp policy " + source + ": seccomp_init failed"};
+  // Syscalls of an architecture the policy does not list (e.g. int 0x80 on x86-64) kill.
+  seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
+  // Binary-tree dispatch: a long allow-list costs O(log n) per syscall instead of O(n).
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  if (auto st = addArchitectures(ctx, policy, source); !st) return st.error();
+  if (auto st = addRules(ctx, parsed->rules, defaultAction, source); !st) return st.error();
+  if (auto st = exportProgram(ctx, source, p->program_); !st) return st.error();
   return p;
 }
 

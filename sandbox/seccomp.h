@@ -39,7 +39,7 @@ class SeccompPolicy {
 
   // Whether the filter lets chdir and recvfrom through whatever their arguments: the command
   // may then wait for the init and change into its working directory after installing it
-  // (contain.cc says why it wants to).
+  // (command.cc says why it wants to).
   bool allowsLateSetup() const { return allowsLateSetup_; }
 
   // In the sandboxed process, last step before execve: loads the filter (no_new_privs must be

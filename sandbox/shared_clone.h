@@ -11,7 +11,7 @@
 //
 // glibc knows nothing of such a process: it finds the thread pointer of the thread that
 // cloned it, and with it that thread's errno, malloc cache and arena. So the init is cloned
-// by a thread of akabox that does nothing else while the init lives (subproc.cc): the init
+// by a thread of akabox that does nothing else while the init lives (init_lender.h): the init
 // borrows that thread's thread-local state, and the command borrows it from the init while
 // the init waits for the command's exec. glibc's own fork, vfork and thread functions are not
 // called there; sched_getcpu() reads the lending thread's restartable-sequence area, so the

@@ -229,31 +229,28 @@ Result<json> loadSpecFile(const std::string& path) {
   return j;
 }
 
-Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
-  json j = mergeFlags(file, flags);
-  SandboxSpec s;
+namespace {
+
+Status checkKnownFields(const json& j) {
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!listed(kKnownFields, it.key())) return fieldError(it.key(), "unknown field (see docs/akabox.md)");
+  return {};
+}
 
-  auto str = [&](const char* f, std::string& out) -> Status {
-    if (!j.contains(f)) return {};
-    auto r = asString(j[f], f);
-    if (!r) return r.error();
-    out = *r;
-    return {};
-  };
-#define AKABOX_TRY(expr) do { if (auto st_ = (expr); !st_) return st_.error(); } while (0)
-  AKABOX_TRY(str("root", s.root));
-  AKABOX_TRY(str("workspace", s.workspace));
-  AKABOX_TRY(str("cpus", s.cpus));
-  AKABOX_TRY(str("seccomp", s.seccomp));
-  AKABOX_TRY(str("stdin", s.stdinPath));
-  AKABOX_TRY(str("stdout", s.stdoutPath));
-  AKABOX_TRY(str("stderr", s.stderrPath));
-  AKABOX_TRY(str("result", s.resultPath));
-  AKABOX_TRY(str("cgroup_parent", s.cgroupParent));
-  AKABOX_TRY(str("hostname", s.hostname));
-  AKABOX_TRY(str("cwd", s.cwd));
+Status readString(const json& j, const char* field, std::string& out) {
+  if (!j.contains(field)) return {};
+  auto r = asString(j[field], field);
+  if (!r) return r.error();
+  out = *r;
+  return {};
+}
+
+// The fields that are plain strings, then the rules each must follow.
+Status parseStrings(const json& j, SandboxSpec& s) {
+  for (auto [field, out] : {std::pair<const char*, std::string*>{"root", &s.root}, {"workspace", &s.workspace}, {"cpus", &s.cpus},
+                            {"seccomp", &s.seccomp}, {"stdin", &s.stdinPath}, {"stdout", &s.stdoutPath}, {"stderr", &s.stderrPath},
+                            {"result", &s.resultPath}, {"cgroup_parent", &s.cgroupParent}, {"hostname", &s.hostname}, {"cwd", &s.cwd}})
+    if (auto st = readString(j, field, *out); !st) return st;
 
   if (s.root != "host" && !isAbsoluteClean(s.root)) return fieldError("root", "must be 'host' or an absolute directory path");
   if (!s.workspace.empty() && !isAbsoluteClean(s.workspace)) return fieldError("workspace", "must be an absolute path without '..'");
@@ -264,7 +261,10 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
   if (s.cgroupParent.empty() || s.cgroupParent[0] == '/' || s.cgroupParent.find("..") != std::string::npos ||
       s.cgroupParent.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./@") != std::string::npos)
     return fieldError("cgroup_parent", "must be a relative cgroup path of [A-Za-z0-9-_./@] without '..', got '" + s.cgroupParent + "'");
+  return {};
+}
 
+Status parseMounts(const json& j, SandboxSpec& s) {
   if (j.contains("binds")) {
     if (!j["binds"].is_array()) return fieldError("binds", "expected a list");
     for (const auto& e : j["binds"]) {
@@ -281,6 +281,10 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
       s.tmpfs.push_back(*t);
     }
   }
+  return {};
+}
+
+Status parseDevices(const json& j, SandboxSpec& s) {
   if (j.contains("devices")) {
     if (!j["devices"].is_array()) return fieldError("devices", "expected a list of device paths");
     for (const auto& e : j["devices"]) {
@@ -301,30 +305,63 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
       s.gpus.push_back(*g);
     }
   }
-  if (j.contains("env")) {
-    if (!j["env"].is_object()) return fieldError("env", "expected an object of KEY: VALUE strings or a list of \"KEY=VALUE\"");
-    for (auto e = j["env"].begin(); e != j["env"].end(); ++e) {
-      if (!e->is_string()) return fieldError("env", "value of '" + e.key() + "' must be a string");
-      if (e.key().empty() || e.key().find('=') != std::string::npos || e.key().find('\0') != std::string::npos)
-        return fieldError("env", "invalid variable name '" + e.key() + "'");
-      s.env[e.key()] = e->get<std::string>();
-    }
+  return {};
+}
+
+Status parseEnv(const json& j, SandboxSpec& s) {
+  if (!j.contains("env")) return {};
+  if (!j["env"].is_object()) return fieldError("env", "expected an object of KEY: VALUE strings or a list of \"KEY=VALUE\"");
+  for (auto e = j["env"].begin(); e != j["env"].end(); ++e) {
+    if (!e->is_string()) return fieldError("env", "value of '" + e.key() + "' must be a string");
+    if (e.key().empty() || e.key().find('=') != std::string::npos || e.key().find('\0') != std::string::npos)
+      return fieldError("env", "invalid variable name '" + e.key() + "'");
+    s.env[e.key()] = e->get<std::string>();
   }
-  if (j.contains("memory")) { auto r = asCount(j["memory"], "memory"); if (!r) return r.error(); s.memoryBytes = *r; }
-  if (j.contains("pids")) { auto r = asCount(j["pids"], "pids"); if (!r) return r.error(); s.pids = *r; }
-  if (j.contains("output_limit")) { auto r = asCount(j["output_limit"], "output_limit"); if (!r) return r.error(); s.outputLimitBytes = *r; }
-  if (j.contains("cpu_time")) { auto r = asSeconds(j["cpu_time"], "cpu_time"); if (!r) return r.error(); s.cpuTimeS = *r; }
-  if (j.contains("wall_time")) { auto r = asSeconds(j["wall_time"], "wall_time"); if (!r) return r.error(); s.wallTimeS = *r; }
+  return {};
+}
+
+// `field`, if given, read with `parse` into `out`.
+template <typename T, typename Parse, typename Out>
+Status readOptional(const json& j, const char* field, Parse parse, Out& out) {
+  if (!j.contains(field)) return {};
+  Result<T> r = parse(j[field], field);
+  if (!r) return r.error();
+  out = *r;
+  return {};
+}
+
+Status parseLimits(const json& j, SandboxSpec& s) {
+  if (auto st = readOptional<uint64_t>(j, "memory", asCount, s.memoryBytes); !st) return st;
+  if (auto st = readOptional<uint64_t>(j, "pids", asCount, s.pids); !st) return st;
+  if (auto st = readOptional<uint64_t>(j, "output_limit", asCount, s.outputLimitBytes); !st) return st;
+  if (auto st = readOptional<double>(j, "cpu_time", asSeconds, s.cpuTimeS); !st) return st;
+  if (auto st = readOptional<double>(j, "wall_time", asSeconds, s.wallTimeS); !st) return st;
   if (s.memoryBytes != 0 && s.memoryBytes < (1u << 20)) return fieldError("memory", "must be at least 1M");
-  if (j.contains("uid")) { auto r = asId(j["uid"], "uid"); if (!r) return r.error(); s.uid = *r; }
-  if (j.contains("gid")) { auto r = asId(j["gid"], "gid"); if (!r) return r.error(); s.gid = *r; }
-  if (j.contains("outside_uid")) { auto r = asId(j["outside_uid"], "outside_uid"); if (!r) return r.error(); s.outsideUid = *r; }
-  if (j.contains("outside_gid")) { auto r = asId(j["outside_gid"], "outside_gid"); if (!r) return r.error(); s.outsideGid = *r; }
+  return {};
+}
+
+Status parseIds(const json& j, SandboxSpec& s) {
+  if (auto st = readOptional<uint32_t>(j, "uid", asId, s.uid); !st) return st;
+  if (auto st = readOptional<uint32_t>(j, "gid", asId, s.gid); !st) return st;
+  if (auto st = readOptional<uint32_t>(j, "outside_uid", asId, s.outsideUid); !st) return st;
+  if (auto st = readOptional<uint32_t>(j, "outside_gid", asId, s.outsideGid); !st) return st;
   if (j.contains("result_fd")) {
     auto r = asId(j["result_fd"], "result_fd");
     if (!r || *r > 65535) return fieldError("result_fd", "expected a file descriptor number");
     s.resultFd = static_cast<int>(*r);
   }
+  return {};
+}
+
+Status readFlag(const json& j, const char* field, bool& out) {
+  if (!j.contains(field)) return {};
+  if (!j[field].is_boolean()) return fieldError(field, "must be true or false");
+  out = j[field].get<bool>();
+  return {};
+}
+
+// The choices: network, cgroup back-end, who is pid 1, and the mount template.
+Status parseModes(const json& j, SandboxSpec& s) {
   if (j.contains("net")) {
     auto r = asString(j["net"], "net");
     if (!r) return r.error();
@@ -340,14 +377,11 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
     else if (*r == "v2") s.cgroupBackend = CgroupBackendChoice::V2;
     else return fieldError("cgroup_backend", "must be auto, v1 or v2, got '" + *r + "'");
   }
-  if (j.contains("command_is_pid1")) {
-    if (!j["command_is_pid1"].is_boolean()) return fieldError("command_is_pid1", "must be true or false");
-    s.commandIsPid1 = j["command_is_pid1"].get<bool>();
-  }
-  if (j.contains("mount_template")) {
-    if (!j["mount_template"].is_boolean()) return fieldError("mount_template", "must be true or false");
-    s.mountTemplate = j["mount_template"].get<bool>();
-  }
+  if (auto st = readFlag(j, "command_is_pid1", s.commandIsPid1); !st) return st;
+  return readFlag(j, "mount_template", s.mountTemplate);
+}
+
+Status parseCommand(const json& j, SandboxSpec& s) {
   if (j.contains("command")) {
     if (!j["command"].is_array()) return fieldError("command", "expected a list of strings");
     for (const auto& e : j["command"]) {
@@ -357,7 +391,19 @@ Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
     }
   }
   if (s.command.empty()) return fieldError("command", "no command given (akabox run [options] -- COMMAND [ARG...])");
-#undef AKABOX_TRY
+  return {};
+}
+
+}  // namespace
+
+// Field by field in a fixed order, so that of several mistakes the same one is reported first.
+Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
+  const json j = mergeFlags(file, flags);
+  if (auto st = checkKnownFields(j); !st) return st.error();
+  SandboxSpec s;
+  for (Status (*step)(const json&, SandboxSpec&) :
+       {parseStrings, parseMounts, parseDevices, parseEnv, parseLimits, parseIds, parseModes, parseCommand})
+    if (auto st = step(j, s); !st) return st.error();
   return s;
 }
 

@@ -1,9 +1,10 @@
 #pragma once
-// Starting and watching the sandbox: clone into new namespaces, the parent/child handshake
+// Starting and watching the sandbox: clone into new namespaces and the parent/child handshake
 // (the init builds its mount namespace while akabox prepares the cgroup and the network
-// namespace, then waits until akabox releases it into them), and the supervision loop that
-// copies output, answers seccomp notifications, enforces the wall-clock, CPU-time and output
-// limits and reaps the init.
+// namespace, then waits until akabox releases it into them; subproc.cc), and the supervision
+// loop that copies output, answers seccomp notifications, enforces the wall-clock, CPU-time
+// and output limits and reaps the init (supervise.cc). The thread that clones an init sharing
+// akabox's memory is init_lender.h's; where akabox and the init run, cpu.h.
 
 #include <sched.h>
 #include <signal.h>
@@ -19,7 +20,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/devices.h"
-#include "sandbox/net.h"
+#include "sandbox/ns_thread.h"
 #include "sandbox/output.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/shared_clone.h"
@@ -27,53 +28,10 @@
 
 namespace akad::box {
 
-struct EntryMessage;  // contain.h
-struct InitLaunch;    // subproc.cc
-
-// The thread that lends an init sharing akabox's memory its thread-local state
-// (shared_clone.h), started ahead: as soon as akabox knows it will start such an init, beside
-// the rest of its start-up, rather than when the init is due. Meanwhile it gets ready what the
-// init would otherwise pay for after clone3: its malloc arena (a new thread's first malloc
-// maps one: four system calls) with some pages of it touched, and the init's stack with its
-// top pages in memory. On the development VM, where a page fault costs 15-20 us, the init's
-// first system call came 0.2 ms after clone3 and its arena's set-up followed. One lender
-// starts one init; without one (or once it is used, or while it still warms up)
-// SandboxInit::start makes its thread itself, as it did before. main() starts it first
-// thing, so that it is ready by then, where that pays (initLenderPays()).
-class InitLender {
- public:
-  InitLender() = default;
-  // An unused lender's thread is told to end.
-  ~InitLender();
-  InitLender(const InitLender&) = delete;
-  InitLender& operator=(const InitLender&) = delete;
-
-  Status start();
-  // Started, unused, and warmed up: a lender still warming up is passed over rather than
-  // waited for.
-  bool available() const { return running_ && !used_ && __atomic_load_n(&warm_, __ATOMIC_ACQUIRE) != 0; }
-
- private:
-  friend class SandboxInit;
-  static void* run(void* self);
-  // Waits for the warm-up and takes the stack the thread made (invalid if its mmap failed).
-  ChildStack takeStack();
-  // Hands the thread the init to start; it touches nothing of this object afterwards.
-  void launch(InitLaunch* l);
-
-  bool running_ = false;
-  bool used_ = false;
-  ChildStack stack_;  // made by the thread, published with `warm_`
-  InitLaunch* launch_ = nullptr;  // written before `job_`
-  alignas(4) int warm_ = 0;
-  alignas(4) int job_ = 0;  // 1: launch, 2: end
-};
-
-// Whether main() starts an InitLender before parsing: the init will share akabox's memory (no
-// early command asked for, earlyCommandFor) and there are CPUs to spare (spinningPays()). On
-// two CPUs the lender's start and warm-up took the CPU the init then needed, and were not
-// done in time: spawns measured 0.2-0.4 ms slower on the development VM.
-bool initLenderPays();
+struct EntryMessage;  // init_messages.h
+struct InitLaunch;    // init_lender.h
+struct LenderJob;     // init_lender.h
+class InitLender;     // init_lender.h
 
 struct SpawnRequest {
   const SandboxSpec* spec = nullptr;
@@ -83,12 +41,12 @@ struct SpawnRequest {
   std::vector<DevicePassthrough> devices;
   int stdinFd = -1;
   int cloneIntoCgroupFd = -1;  // v2: the init is born in this cgroup (CLONE_INTO_CGROUP)
-  // akabox's namespace thread makes the ipc and uts namespaces too (net.h): the init can take
+  // akabox's namespace thread makes the ipc and uts namespaces too (ns_thread.h): the init can take
   // them with the release instead of making its own, unless it starts the command early.
   bool ipcUtsFromThread = false;
   // That thread, if it runs: its last job is to drop akabox's hold on the sandbox's mount
-  // namespace once the init is gone (subproc.cc); without it, a thread is started for that.
-  NetworkNamespaceMaker* namespaceThread = nullptr;
+  // namespace once the init is gone (supervise.cc); without it, a thread is started for that.
+  NamespaceThread* namespaceThread = nullptr;
   // A lending thread started ahead, if there is one available (InitLender).
   InitLender* lender = nullptr;
   // akabox's mount thread builds the sandbox's mount namespace (mnt_thread.h): the init is
@@ -100,7 +58,7 @@ struct SpawnRequest {
 struct SandboxEntry {
   const SeccompPolicy* policy = nullptr;  // the command's filter (sent as bytes), or none
   SandboxNamespaces ns;                   // the sandbox's network namespace (--net none), and
-                                          // its ipc and uts namespaces if made with it (net.h)
+                                          // its ipc and uts namespaces if made with it (ns_thread.h)
   std::vector<UniqueFd> cgroupJoin;   // v1: the cgroup's `tasks` files, opened for writing
 };
 
@@ -120,15 +78,7 @@ struct SandboxExit {
   SeccompViolations violations;
 };
 
-// Whether waiting for a hand-over (the init for akabox's messages, akabox for its
-// network-namespace thread) should poll for a moment before it sleeps: with four CPUs or
-// more, a waiter's CPU is otherwise idle, and waking an idle virtual CPU costs tens of
-// microseconds per hand-over (on the GPU machine); with two, polling would take the CPU the
-// other side needs. AKABOX_SPIN=1 or 0 overrides the choice (the tests use it to run the
-// polling paths on a two-CPU machine).
-bool spinningPays();
-
-// Whether the init starts the command at once, beside its mount build (contain.cc's early
+// Whether the init starts the command at once, beside its mount build (early_command.cc's early
 // command): only with AKABOX_EARLY_COMMAND=1, and then only without a template and where
 // spinningPays(). Off by default: on some GPU machine instances about one spawn in 2,500 ended
 // with the command finding its link to the init closed before the init's word, and the cause
@@ -137,9 +87,6 @@ bool earlyCommandAsked();
 // Whether a spawn of `spec` starts its command early: asked for, and then only without a
 // template, for a command that is not pid 1, and where spinningPays().
 bool earlyCommandFor(const SandboxSpec& spec);
-
-// The CPUs akabox may run on (its affinity mask), read once.
-int usableCpus();
 
 // The sandbox's init from clone3 to its reaping. Until it is reaped, destroying this kills it
 // (SIGKILL through its pidfd; the kernel then kills its whole pid namespace) and reaps it, so
@@ -176,7 +123,10 @@ class SandboxInit {
   Result<SandboxExit> supervise(SandboxCgroup& cgroup);
 
  private:
+  friend class Supervisor;  // supervise.cc
   SandboxInit() = default;
+  // SIGTERM, SIGINT and SIGHUP to akabox come on cancelSignals_ from here on.
+  Status catchCancelSignals();
   void killAndReap();
   // Once the init is reaped: the lending thread closes the listener (or just goes on, given
   // none); without a lending thread, the listener closes here.
@@ -184,7 +134,7 @@ class SandboxInit {
   Status sendEntry(const EntryMessage& m, const std::vector<int>& fds, const std::string& filter);
   SpawnRequest req_;
   std::unique_ptr<InitLaunch> launch_;  // what the init runs from, while it runs
-  struct LenderJob* lenderJob_ = nullptr;  // the lending thread's, until handed a job
+  LenderJob* lenderJob_ = nullptr;  // the lending thread's, until handed a job
   const SeccompPolicy* policy_ = nullptr;  // from release(): answers the filter's notifications
   pid_t pid_ = -1;
   bool reaped_ = false;

@@ -28,7 +28,7 @@ Status writeProcSelf(int procFd, const char* file, const std::string& text) {
 Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid, int procFd) {
   // The system calls themselves, not glibc's wrappers: those apply the change to every thread
   // glibc knows of, and the sandbox's processes come from a raw clone3 of akabox, whose
-  // threads (net.h, subproc.cc) are on glibc's list there but are not threads of this process
+  // threads (ns_thread.h, init_lender.h) are on glibc's list there but are not threads of this process
   // (in a copy of akabox's memory they do not exist, in akabox's own they are akabox's); the
   // wrapper would wait for them for ever. This process has one thread, so the call is enough.
   if (::syscall(SYS_setgroups, 0, nullptr) != 0) return errnoError("setgroups(0) (clearing supplementary groups)");

@@ -1,0 +1,50 @@
+#include "daemon/method_checks.h"
+
+#include "common/protocol.h"
+
+using nlohmann::json;
+
+namespace akad {
+namespace proto = protocol;
+
+Error invalidParams(const std::string& message) { return Error{message, proto::kInvalidParams}; }
+
+Result<AttemptRecord> attemptFor(DaemonContext& ctx, const Peer& peer, std::int64_t id) {
+  auto a = ctx.store.getAttempt(id);
+  if (!a) return a.error();
+  auto run = ctx.store.getRun(a->runId);
+  if (!run) return run.error();
+  if (auto s = ctx.tenants.mayAccess(peer, run->submitterUid, "attempt " + std::to_string(id)); !s) return s.error();
+  return a;
+}
+
+Status maySeeSnapshot(DaemonContext& ctx, const Peer& peer, const std::string& sha) {
+  if (ctx.tenants.isAdmin(peer)) return {};
+  auto mine = ctx.store.snapshotsOf(peer.uid);
+  if (!mine) return mine.error();
+  return ctx.tenants.mayAccess(peer, mine->count(sha) > 0, "snapshot " + sha);
+}
+
+Error noExecutor() {
+  return Error{"this daemon runs without an executor (--workers 0)", proto::kConflict};
+}
+
+namespace {
+
+bool isSha256(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
+Result<std::string> readSha(const json& params) {
+  auto sha = proto::requireString(params, "snapshot");
+  if (!sha) return sha.error();
+  if (!isSha256(*sha)) return invalidParams("parameter \"snapshot\" must be a SHA-256 in lower-case hex");
+  return *sha;
+}
+
+}  // namespace akad

@@ -1,0 +1,44 @@
+#pragma once
+// The gates (docs/scoring.md): correctness and performance of one phase, as a single runner
+// process checked by akacheck, or as a trusted driver and the candidate's worker; and the
+// reference's generation of every case's inputs and expected outputs before them.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "daemon/pipeline/gate_runner.h"
+
+namespace akad {
+
+// A gate's verdict: {"pass": ..., "reason": ...}.
+nlohmann::json gate(bool pass, const std::string& reason);
+
+// The phase's cases: per configuration, correctness seeds and timed input sets.
+Phase makePhase(const std::string& name, const std::vector<nlohmann::json>& configs, const TaskTiming& timing,
+                const std::function<uint64_t()>& seed);
+
+// Runs the trusted reference once for every case of both phases, then splits its output:
+// inputs per phase (what runners may see), expected outputs (what only the checker sees).
+Status generateData(const GateRunner& g, const std::filesystem::path& trustedDir, const std::vector<Phase>& phases);
+
+// Correctness on one phase: the candidate writes outputs, the checker judges them.
+nlohmann::json correctnessGate(const GateRunner& g, const std::filesystem::path& candidateDir, const Phase& p);
+// Performance on one phase against the trusted baseline (ABBA order).
+nlohmann::json performanceGate(const GateRunner& g, const std::filesystem::path& baselineDir,
+                               const std::filesystem::path& candidateDir, const Phase& p);
+
+// The same as a trusted driver and the candidate's worker (usesDriver()).
+nlohmann::json drivenCorrectnessGate(const GateRunner& g, const std::filesystem::path& trustedDir,
+                                     const std::filesystem::path& candidateDir, const Phase& p);
+nlohmann::json drivenPerformanceGate(const GateRunner& g, const std::filesystem::path& trustedDir,
+                                     const std::filesystem::path& candidateDir, const Phase& p);
+// The driver's performance plan for the baseline's or the candidate's worker.
+nlohmann::json drivenPerfPlan(const Phase& p, const TaskTiming& t, bool baseline);
+
+}  // namespace akad

@@ -1,0 +1,55 @@
+#include "daemon/pipeline/score_result.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "daemon/pipeline/score.h"
+
+using nlohmann::json;
+
+namespace akad {
+
+double arenaScore(bool compiled, bool correct, double speedup) {
+  if (!compiled) return 0;
+  if (!correct) return 20;
+  return 120 + 100 * speedup;
+}
+
+std::pair<json, std::string> StageClock::finish() {
+  stages_.emplace_back("", Clock::now());
+  json stageTimes = json::object();
+  std::string stageText;
+  for (std::size_t i = 0; i + 1 < stages_.size(); ++i) {
+    const double s = std::chrono::duration<double>(stages_[i + 1].second - stages_[i].second).count();
+    stageTimes[stages_[i].first] = std::round(s * 1000) / 1000;
+    char text[32];
+    std::snprintf(text, sizeof text, "=%.1fs", s);
+    stageText += " " + stages_[i].first + text;
+  }
+  return {stageTimes, stageText};
+}
+
+void assembleResult(json& result, const json& gates, const GateOutcome& o, bool measuredPerformance) {
+  result["gates"] = gates;
+  result["compiled"] = o.compiled;
+  result["correct"] = o.correct;
+  result["speedup"] = o.correct ? json(o.speedup) : json(nullptr);
+  result["held_out_correct"] = o.heldOutCorrect;
+  result["held_out_speedup"] = o.heldOutCorrect ? json(o.heldOutSpeedup) : json(nullptr);
+  result["score"] = arenaScore(o.compiled, o.correct, o.speedup);
+  if (!measuredPerformance) {
+    result["performance_measured"] = false;
+    result["speedup"] = nullptr;
+    result["held_out_speedup"] = nullptr;
+    result["score"] = nullptr;
+  }
+  std::string reason;
+  for (const char* name : {"compile", "correctness", "performance"})
+    if (gates.contains(name) && !gates[name]["pass"].get<bool>()) {
+      reason = std::string(name) + ": " + gates[name].value("reason", std::string());
+      break;
+    }
+  if (!reason.empty()) result["failure"] = reason;
+}
+
+}  // namespace akad

@@ -1,0 +1,39 @@
+#pragma once
+// The scoring's result (docs/scoring.md, "Result"): the gates' verdicts, the headline fields
+// (compiled, correct, speedups, score), the first failure's reason, and where the scoring's
+// wall time went.
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace akad {
+
+// What the gates decided, for the headline fields.
+struct GateOutcome {
+  bool compiled = false;
+  bool correct = false, heldOutCorrect = false;
+  double speedup = 0, heldOutSpeedup = 0;
+};
+
+// The wall time of every stage of one scoring, from its start to finish().
+class StageClock {
+ public:
+  explicit StageClock(const std::string& first) { stages_.emplace_back(first, Clock::now()); }
+  void next(const std::string& stage) { stages_.emplace_back(stage, Clock::now()); }
+  // The seconds per stage, as JSON and as a log text (" name=1.2s ...").
+  std::pair<nlohmann::json, std::string> finish();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::pair<std::string, Clock::time_point>> stages_;
+};
+
+// Adds the gates and the headline fields to `result`; without measured performance the
+// speedups and the score are null.
+void assembleResult(nlohmann::json& result, const nlohmann::json& gates, const GateOutcome& o, bool measuredPerformance);
+
+}  // namespace akad
