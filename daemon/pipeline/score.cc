@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "common/log.h"
+#include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/prepare.h"
 #include "daemon/pipeline/stats.h"
@@ -798,6 +799,8 @@ Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& 
 
 Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, const fs::path& workDir,
                             const ScoringEnvironment& env) {
+  // An imported AgentKernelArena task is scored by its own harness (docs/aka.md).
+  if (task.harness == "aka-wrap") return aka::scoreWrappedCandidate(task, candidateTree, workDir, env);
   // Wall time of every stage, for the result and the log: where a scoring's time goes.
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<std::string, Clock::time_point>> stages{{"trusted build", Clock::now()}};

@@ -1,0 +1,150 @@
+// The wrap scorer (daemon/aka/wrap_score.cc) through the real akabox: a task imported from the
+// CPU fixture checkout (plain Python, no GPU, no PyTorch) is scored from candidate trees, so the
+// trust mapping, AKA's gates and the ABBA performance rounds are tried end to end. The GPU
+// families' scoring is the same code with a GPU passed through; their runs are for the GPU host.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "daemon/aka/import.h"
+#include "daemon/aka/wrap_score.h"
+#include "daemon/pipeline/files.h"
+#include "daemon/pipeline/sandbox_run.h"
+#include "daemon/pipeline/task.h"
+#include "daemon/pipeline/validate.h"
+#include "tests/daemon/harness.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace akad;
+
+namespace {
+
+constexpr uid_t kSandboxUid = 101000;
+const fs::path kCpuCheckout = AKA_CPU_CHECKOUT;
+
+class AkaWrapScoring : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    parent_ = "akad-test-aka-" + std::to_string(::getpid());
+    setDefaultCgroupParent(parent_);
+    ::setenv("AKABOX", AKABOX_BIN, 1);
+    aka::ImportOptions o;
+    o.checkout = kCpuCheckout;
+    o.platform = aka::Platform::Nvidia;
+    o.stateDir = tmp_ / "state";
+    auto r = aka::importCheckout(o);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->tasks.size(), 1u);
+    ASSERT_TRUE(r->tasks[0].imported) << r->tasks[0].toJson(false).dump();
+    auto t = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks[0].id);
+    ASSERT_TRUE(t) << t.error().message;
+    task_ = *t;
+    // The scoring directories are made by root here and written by the sandbox uid.
+    ASSERT_EQ(::chmod(tmp_.path().c_str(), 0755), 0);
+  }
+  void TearDown() override {
+    for (const fs::path& c : test::cgroupsUnder(parent_)) ADD_FAILURE() << "cgroup left behind: " << c;
+    for (const fs::path& p : test::cgroupParentDirs(parent_)) ::rmdir(p.c_str());
+  }
+  ScoringEnvironment environment() const {
+    ScoringEnvironment env;
+    env.tasks_root = aka::importedTasksRoot(tmp_ / "state");
+    env.trusted_cache = tmp_ / "state" / "tasks";
+    env.sandbox_uid = env.sandbox_gid = kSandboxUid;
+    return env;
+  }
+  // The agent's workspace: the pristine one, then `edit` applied.
+  fs::path candidate(const std::string& name, const std::function<void(const fs::path&)>& edit) {
+    const fs::path dir = tmp_ / name;
+    EXPECT_TRUE(copyTree(task_.workspaceDir(), dir).ok());
+    edit(dir);
+    return dir;
+  }
+
+  test::TempDir tmp_;
+  std::string parent_;
+  Task task_;
+};
+
+const char* kFastDot = "def dot(a, b):\n    return sum(x * y for x, y in zip(a, b))\n";
+
+}  // namespace
+
+TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
+  const fs::path tree = candidate("fast", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << kFastDot; });
+  auto r = scoreCandidate(task_, tree, tmp_ / "score-fast", environment());
+  ASSERT_TRUE(r) << r.error().message;
+  const json& j = *r;
+  EXPECT_EQ(j["mode"], "wrap");
+  EXPECT_TRUE(j["compiled"].get<bool>()) << j.dump(2);
+  EXPECT_TRUE(j["correct"].get<bool>()) << j.dump(2);
+  EXPECT_EQ(j["taken_files"], json::array({"source/py_dot.py"}));
+  EXPECT_TRUE(j["ignored_changes"].empty()) << j.dump(2);
+  const json& perf = j["gates"]["performance"];
+  EXPECT_EQ(perf["order"], "ABBA");
+  EXPECT_EQ(perf["rounds"], 2);
+  ASSERT_EQ(perf["cases"].size(), 3u) << perf.dump(2);
+  for (const json& c : perf["cases"]) {
+    EXPECT_EQ(c["baseline_ms"].size(), 2u);
+    EXPECT_EQ(c["candidate_ms"].size(), 2u);
+  }
+  // The baseline does its work six times over.
+  EXPECT_GT(j["speedup"].get<double>(), 1.5) << perf.dump(2);
+  EXPECT_GT(j["aka"]["speedup"].get<double>(), 1.5);
+  EXPECT_GT(j["score"].get<double>(), 120.0);
+  EXPECT_EQ(perf["outside_wall_s"]["baseline"].size(), 2u);
+  EXPECT_FALSE(j["seeds"]["torch_manual_seed_salt"].get<std::string>().empty());
+}
+
+TEST_F(AkaWrapScoring, AnEditToTheEvaluatorIsIgnoredSoAWrongKernelFails) {
+  // The kernel is wrong, and the agent rewrote AKA's runner to pass whatever it is given.
+  const fs::path tree = candidate("cheat", [](const fs::path& d) {
+    std::ofstream(d / "source/py_dot.py") << "def dot(a, b):\n    return 0.0\n";
+    std::ofstream(d / "scripts/task_runner.py") << "print('correctness: PASS')\n";
+  });
+  auto r = scoreCandidate(task_, tree, tmp_ / "score-cheat", environment());
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE((*r)["compiled"].get<bool>()) << r->dump(2);
+  EXPECT_FALSE((*r)["correct"].get<bool>()) << r->dump(2);
+  EXPECT_NE((*r)["failure"].get<std::string>().find("correctness: FAIL"), std::string::npos) << r->dump(2);
+  EXPECT_EQ((*r)["ignored_changes"], json::array({"scripts/task_runner.py (changed)"}));
+  EXPECT_EQ((*r)["score"], 20.0);
+}
+
+TEST_F(AkaWrapScoring, ValidationPassesThePristineBaselineAndRejectsABrokenOne) {
+  auto v = validateTask(task_, environment(), tmp_ / "validate", 1.2);
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_TRUE((*v)["ok"].get<bool>()) << v->dump(2);
+  EXPECT_TRUE((*v)["baseline"]["correct"].get<bool>());
+  EXPECT_FALSE((*v)["broken"]["compiled"].get<bool>()) << v->dump(2);
+}
+
+TEST(AkaReports, TimesAreReadWithAkasKeysAndHostTimesRefused) {
+  auto list = aka::parsePerformanceReport(
+      R"([{"test_case_id": "a", "execution_time_ms": 2.0, "wall_time_ms": 9},
+          {"test_case_id": "b", "timing_ms": {"median": 3.0}},
+          {"test_case_id": "c", "wall_time_ms": 4.0},
+          {"time": 1500}])",
+      "triton2triton", false);
+  ASSERT_TRUE(list) << list.error().message;
+  EXPECT_EQ(list->size(), 3u);
+  EXPECT_EQ(list->at("a"), 2.0);
+  EXPECT_EQ(list->at("b"), 3.0);
+  EXPECT_FALSE(list->count("c"));
+  EXPECT_EQ(list->at("test_case_3"), 1500000.0);  // AKA reads an "execution time" >= 1000 as seconds
+  auto torch = R"({"test_cases": [{"test_case_id": "x", "ori_time": 5.0, "opt_time": 2.5}]})";
+  EXPECT_EQ(aka::parsePerformanceReport(torch, "torch2hip", false)->at("x"), 2.5);
+  EXPECT_EQ(aka::parsePerformanceReport(torch, "torch2hip", true)->at("x"), 5.0);
+  EXPECT_FALSE(aka::parsePerformanceReport("[{\"test_case_id\": \"d\", \"time_ms\": 1}, {\"test_case_id\": \"d\", \"time_ms\": 2}]",
+                                           "triton2triton", false));
+  EXPECT_FALSE(aka::parsePerformanceReport("not json", "triton2triton", false));
+  EXPECT_TRUE(aka::akaOutputSaysFail("test FAILED\n"));
+  EXPECT_FALSE(aka::akaOutputSaysFail("1 failed, 3 passed"));
+  EXPECT_FALSE(aka::akaOutputSaysFail("all good"));
+}
