@@ -40,6 +40,8 @@
 #include "daemon/server.h"
 #include "daemon/store.h"
 #include "daemon/task_catalog.h"
+#include "daemon/aka/import.h"
+#include "daemon/aka/methods.h"
 
 namespace fs = std::filesystem;
 using namespace akad;
@@ -279,6 +281,7 @@ int main(int argc, char** argv) {
   boost::asio::io_context io(1);
   EventBus events;
   TaskCatalog catalog(tasksDir);
+  catalog.addRoot(aka::importedTasksRoot(stateDir));  // AgentKernelArena tasks (docs/aka.md)
   DaemonContext context{**store, events, catalog, socketPath, stateDir, std::chrono::steady_clock::now(),
                         nowIso8601(), "none (runs stay queued)", {}, {}, nullptr, nullptr, nullptr, agentsDir, imagesDir, tenants};
 
@@ -364,6 +367,7 @@ int main(int argc, char** argv) {
   registerDaemonMethods(methods, context);
   registerRunMethods(methods, context);
   registerPipelineMethods(methods, context);
+  registerAkaMethods(methods, context);
 
   ServerOptions options;
   options.socketPath = socketPath;
