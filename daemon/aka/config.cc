@@ -102,7 +102,19 @@ Result<AkaTaskConfig> parseTaskConfig(const std::string& text, const std::string
     c.target_file = check.string(root, "target_file_path", false);
     if (!c.target_file.empty() && !isInsideRelativePath(c.target_file))
       check.fail("target_file_path", "'" + c.target_file + "' must be a relative path inside the task folder");
-    c.target_kernel_functions = check.strings(root, "target_kernel_functions", false);
+    // AKA's rocmbench configs also write several names in one entry: "k_runtime_seed,k_const_seed".
+    for (const std::string& entry : check.strings(root, "target_kernel_functions", false)) {
+      std::size_t from = 0;
+      while (from <= entry.size()) {
+        std::size_t comma = entry.find(',', from);
+        if (comma == std::string::npos) comma = entry.size();
+        std::string name = entry.substr(from, comma - from);
+        name.erase(0, name.find_first_not_of(" \t"));
+        name.erase(name.find_last_not_of(" \t") + 1);
+        if (!name.empty()) c.target_kernel_functions.push_back(name);
+        from = comma + 1;
+      }
+    }
     c.compile = check.strings(root, "compile_command", true);
     c.correctness = check.strings(root, "correctness_command", true);
     c.performance = check.strings(root, "performance_command", true);

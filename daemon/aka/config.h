@@ -21,7 +21,7 @@ struct AkaTaskConfig {
   std::string task_type;                     // hip2hip | torch2hip | triton2triton | ...
   std::vector<std::string> source_files;     // source_file_path
   std::string target_file;                   // target_file_path; empty when absent
-  std::vector<std::string> target_kernel_functions;
+  std::vector<std::string> target_kernel_functions;  // one name each ("a,b" entries are split)
   std::vector<std::string> compile, correctness, performance;  // shell lines run in the task folder
   // AKA's defaults when absent: an hour each (src/evaluator.py, src/performance.py).
   double compile_timeout_s = 3600;

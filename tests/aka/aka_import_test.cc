@@ -150,6 +150,12 @@ TEST(AkaConfig, MalformedConfigIsRefusedWithEveryProblemNamed) {
   EXPECT_NE(m.find("performance_command: is an empty list"), std::string::npos) << m;
   EXPECT_NE(m.find("compile_timeout: must be a number of seconds"), std::string::npos) << m;
 
+  // Several names in one entry, as some of AKA's rocmbench configs write them.
+  auto tuned = parseTaskConfig(readText(kFixture / "tasks/triton2triton/rocmbench/hard/test_tuned_matmul/config.yaml"),
+                               "triton2triton/rocmbench/hard/test_tuned_matmul");
+  ASSERT_TRUE(tuned) << tuned.error().message;
+  EXPECT_EQ(tuned->target_kernel_functions, (std::vector<std::string>{"matmul_kernel", "matmul"}));
+
   EXPECT_FALSE(parseTaskConfig("- a list\n", "x"));
   EXPECT_FALSE(parseTaskConfig("key: [unclosed\n", "x"));
   auto escaping = parseTaskConfig(
