@@ -14,6 +14,7 @@
 #include "daemon/aka/import.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
+#include "daemon/pipeline/report.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/task.h"
 #include "daemon/pipeline/validate.h"
@@ -147,4 +148,20 @@ TEST(AkaReports, TimesAreReadWithAkasKeysAndHostTimesRefused) {
   EXPECT_TRUE(aka::akaOutputSaysFail("test FAILED\n"));
   EXPECT_FALSE(aka::akaOutputSaysFail("1 failed, 3 passed"));
   EXPECT_FALSE(aka::akaOutputSaysFail("all good"));
+}
+
+TEST(AkaReports, ARunReportShowsAkasOwnScoreBesideAkads) {
+  AttemptOutcome wrapped{"a-1", "aka-triton2triton-vllm/x", "scored",
+                         {{"mode", "wrap"}, {"compiled", true}, {"correct", true}, {"speedup", 1.5}, {"score", 270.0},
+                          {"held_out_correct", false}, {"aka", {{"speedup", 2.0}, {"score", 320.0}}}},
+                         ""};
+  AttemptOutcome native{"a-2", "cpu/softmax", "scored", {{"compiled", true}, {"correct", false}, {"score", 20.0}}, ""};
+  json report = runReport({wrapped, native});
+  const json& rows = report["per_attempt"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["mode"], "wrap");
+  EXPECT_EQ(rows[0]["speedup"], 1.5);
+  EXPECT_EQ(rows[0]["aka_speedup"], 2.0);
+  EXPECT_EQ(rows[0]["aka_score"], 320.0);
+  EXPECT_FALSE(rows[1].contains("aka_score"));
 }
