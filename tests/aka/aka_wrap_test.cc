@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -14,10 +16,12 @@
 #include "daemon/aka/import.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
+#include "daemon/pipeline/image.h"
 #include "daemon/pipeline/report.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/task.h"
 #include "daemon/pipeline/validate.h"
+#include "sandbox/gpu_discovery.h"
 #include "tests/daemon/harness.h"
 
 namespace fs = std::filesystem;
@@ -164,4 +168,47 @@ TEST(AkaReports, ARunReportShowsAkasOwnScoreBesideAkads) {
   EXPECT_EQ(rows[0]["aka_speedup"], 2.0);
   EXPECT_EQ(rows[0]["aka_score"], 320.0);
   EXPECT_FALSE(rows[1].contains("aka_score"));
+}
+
+// On a host with an NVIDIA GPU and the torch image's Python: the pristine baseline of each
+// Triton family of the fixture checkout passes AKA's own gates in wrap mode, timed against
+// itself (so about 1x). The HIP families need the compat layer (docs/aka.md, "Not built yet").
+TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
+  auto gpus = gpu::discoverGpus();
+  std::string gpuId;
+  if (gpus)
+    for (const auto& g : *gpus)
+      if (g.vendor == "nvidia" && gpuId.empty()) gpuId = g.id;
+  if (gpuId.empty()) GTEST_SKIP() << "no NVIDIA GPU on this host; this test is for the GPU host";
+  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
+  if (!image) GTEST_SKIP() << "the torch image is not usable here: " << image.error().message;
+  if (!fs::exists("/opt/torch/.venv/bin/python3")) GTEST_SKIP() << "no /opt/torch/.venv (the torch image's Python)";
+
+  aka::ImportOptions o;
+  o.checkout = AKA_FIXTURE_CHECKOUT;
+  o.platform = aka::Platform::Nvidia;
+  o.stateDir = tmp_ / "gpu-state";
+  o.selectors = {"triton2triton/vllm/triton_plain_copy", "triton2triton/vllm/triton_scale_rows",
+                 "triton2triton/rocmbench/easy/test_vec_add"};
+  auto r = aka::importCheckout(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ScoringEnvironment env = environment();
+  env.image = *image;
+  env.gpus = {gpuId};
+  for (const auto& t : r->tasks) {
+    ASSERT_TRUE(t.imported) << t.toJson(false).dump();
+    auto task = loadTask(aka::importedTasksRoot(o.stateDir) / t.id);
+    ASSERT_TRUE(task) << task.error().message;
+    const auto start = std::chrono::steady_clock::now();
+    auto s = scoreCandidate(*task, task->workspaceDir(), tmp_ / ("score-" + t.id.substr(t.id.find('/') + 1)), env);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)["correct"].get<bool>()) << t.name << ": " << s->dump(2);
+    if ((*s)["correct"].get<bool>()) {
+      EXPECT_GT((*s)["speedup"].get<double>(), 0.5) << t.name;
+      EXPECT_LT((*s)["speedup"].get<double>(), 2.0) << t.name;
+    }
+    std::printf("%s: scored in %.1f s (stages %s)\n", t.name.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                (*s)["stage_wall_s"].dump().c_str());
+  }
 }
