@@ -1,7 +1,9 @@
 #include "daemon/aka/checkout.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +22,7 @@ namespace {
 // read with a limit.
 std::string readSmall(const fs::path& file, std::size_t limit = 1 << 20) {
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return {};
+  if (!fs::is_regular_file(fs::symlink_status(file, ec))) return {};  // a linked HEAD could name any file
   if (fs::file_size(file, ec) > limit || ec) return {};
   std::ifstream in(file, std::ios::binary);
   std::ostringstream out;
@@ -161,12 +163,32 @@ Result<std::vector<std::string>> discoverTasks(const fs::path& checkout, const s
   return chosen;
 }
 
+namespace {
+
+// Opens `rel` below `root` without following any symlink on the way: the daemon reads a user's
+// tree as root, and a folder swapped for a link after the walk saw it could lead anywhere.
+int openBeneath(const fs::path& root, const std::string& rel) {
+  const int dir = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -1;
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int fd = static_cast<int>(::syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how));
+  if (fd < 0 && errno == ENOSYS)  // kernels before 5.6: the last component at least
+    fd = ::openat(dir, rel.c_str(), static_cast<int>(how.flags));
+  const int saved = errno;
+  ::close(dir);
+  errno = saved;
+  return fd;
+}
+
+}  // namespace
+
 Result<std::string> FileLedger::read(const std::string& rel, std::size_t maxBytes) {
   if (!isInsideRelativePath(rel)) return Error{"'" + rel + "' is not a path inside the checkout"};
   const fs::path file = root_ / rel;
-  // O_NOFOLLOW: a symlink in a user's checkout could point at any file the daemon may read.
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return errnoError("cannot read " + file.string());
+  const int fd = openBeneath(root_, rel);
+  if (fd < 0) return errnoError("cannot read " + file.string() + " (symlinks are not followed)");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -189,12 +211,21 @@ Result<std::string> FileLedger::read(const std::string& rel, std::size_t maxByte
 Result<std::string> FileLedger::hash(const std::string& rel) {
   if (!isInsideRelativePath(rel)) return Error{"'" + rel + "' is not a path inside the checkout"};
   const fs::path file = root_ / rel;
-  std::error_code ec;
-  if (!fs::is_regular_file(fs::symlink_status(file, ec))) return Error{file.string() + " is not a regular file"};
-  auto h = sha256File(file);
-  if (!h) return h.error();
-  hashes_[rel] = *h;
-  return *h;
+  const int fd = openBeneath(root_, rel);
+  if (fd < 0) return errnoError("cannot read " + file.string() + " (symlinks are not followed)");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{file.string() + " is not a regular file"};
+  }
+  Sha256 h;
+  std::string buf(1 << 20, '\0');
+  ssize_t n;
+  while ((n = ::read(fd, buf.data(), buf.size())) > 0) h.update(buf.data(), static_cast<std::size_t>(n));
+  const int readErr = errno;
+  ::close(fd);
+  if (n < 0) return errnoError("cannot read " + file.string(), readErr);
+  return hashes_[rel] = h.hexDigest();
 }
 
 }  // namespace akad::aka

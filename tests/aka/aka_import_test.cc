@@ -425,6 +425,25 @@ TEST(AkaImport, SymlinksAndLfsPointersInATaskAreRefusedNotFollowed) {
   EXPECT_TRUE(anyReasonHas(*t["hip2hip/gpumode/ScaledRelu"], "Git LFS pointer"));
 }
 
+TEST(AkaCheckoutFiles, ReadsNeverFollowASymlinkOnTheWay) {
+  test::TempDir d;
+  writeText(d / "outside/secret", "not the checkout's\n");
+  writeText(d / "aka/tasks/a/real.txt", "ok\n");
+  fs::create_directory_symlink(d / "outside", d / "aka/tasks/a/linked");
+  FileLedger ledger(d / "aka");
+  auto real = ledger.read("tasks/a/real.txt", 100);
+  ASSERT_TRUE(real) << real.error().message;
+  EXPECT_EQ(*real, "ok\n");
+  auto through = ledger.read("tasks/a/linked/secret", 100);
+  ASSERT_FALSE(through);
+  EXPECT_NE(through.error().message.find("symlinks are not followed"), std::string::npos) << through.error().message;
+  EXPECT_FALSE(ledger.hash("tasks/a/linked/secret"));
+  EXPECT_FALSE(ledger.read("../outside/secret", 100));
+  EXPECT_FALSE(ledger.read("tasks/a/real.txt", 2));  // over the limit
+  EXPECT_EQ(ledger.hashes().size(), 1u);
+  EXPECT_EQ(ledger.hashes().at("tasks/a/real.txt"), sha256Hex("ok\n"));
+}
+
 TEST(AkaImport, IdsAreStableLoaderSafeAndDistinct) {
   auto ids = assignTaskIds({"a/b/Foo", "a/b/foo", "x/y/" + std::string(80, 'k'), "top/Only", "p/q/r/s.t"});
   EXPECT_NE(ids["a/b/Foo"], ids["a/b/foo"]);
