@@ -159,6 +159,13 @@ std::string taskYaml(const ImportedTask& t, const AkaTaskConfig& c, Platform pla
   prompt += "\n\nThis is AgentKernelArena task " + t.name + ", imported by akad. Its own compile, correctness and "
             "performance commands (config.yaml) score it, in akad's sandboxes, on a pristine copy of this folder "
             "with only your versions of the files you may edit.";
+  if (!t.splice_functions.empty()) {
+    prompt += " From ";
+    for (std::size_t i = 0; i < t.editable.size(); ++i) prompt += (i ? ", " : "") + t.editable[i];
+    prompt += " only the top-level definitions of ";
+    for (std::size_t i = 0; i < t.splice_functions.size(); ++i) prompt += (i ? ", " : "") + t.splice_functions[i];
+    prompt += " are taken; changes elsewhere in it (its tests) are ignored.";
+  }
   YAML::Emitter y;
   y << YAML::BeginMap;
   y << YAML::Key << "schema" << YAML::Value << 1;
@@ -287,7 +294,10 @@ ImportedTask importOne(const ImportOptions& o, const ImportReport& report, const
   t.reasons = k.reasons;
   t.compat = k.compat;
   auto mapping = trustMappingFor(family, *config);
-  if (mapping) t.editable = mapping->editable;
+  if (mapping) {
+    t.editable = mapping->editable;
+    t.splice_functions = mapping->splice_functions;
+  }
   if (!isRunnable(t.cls) || !mapping) return finish(t.cls, "");
 
   if (std::find(t.compat.begin(), t.compat.end(), compat::kPerfHelpers) != t.compat.end()) {
@@ -314,7 +324,8 @@ fs::path indexFile(const fs::path& stateDir) { return stateDir / "aka" / "index.
 
 json ImportedTask::toJson(bool withFiles) const {
   json j = {{"name", name}, {"id", id}, {"family", family}, {"class", className(cls)}, {"imported", imported},
-            {"reasons", reasons}, {"compat", compat}, {"editable", editable}, {"materialised", materialised}};
+            {"reasons", reasons}, {"compat", compat}, {"editable", editable}, {"splice_functions", splice_functions},
+            {"materialised", materialised}};
   if (withFiles) j["files"] = files;
   else j["files_read"] = files.size();
   return j;
@@ -347,9 +358,15 @@ std::map<std::string, std::string> assignTaskIds(const std::vector<std::string>&
     const auto parts = splitPath(name);
     std::string suite = "aka";
     std::size_t rest = 0;
-    for (; rest < parts.size() - 1 && rest < 2; ++rest) suite += "-" + sanitize(parts[rest]);
+    for (; rest + 1 < parts.size() && rest < 2; ++rest) {
+      suite += '-';
+      suite += sanitize(parts[rest]);
+    }
     std::string id;
-    for (std::size_t i = rest; i < parts.size(); ++i) id += (id.empty() ? "" : "-") + sanitize(parts[i]);
+    for (std::size_t i = rest; i < parts.size(); ++i) {
+      if (!id.empty()) id += '-';
+      id += sanitize(parts[i]);
+    }
     plain[name] = suite + "/" + id;
     ++uses[plain[name]];
   }

@@ -41,6 +41,7 @@ struct ImportedTask {
   std::vector<std::string> reasons;
   std::vector<std::string> compat;
   std::vector<std::string> editable;
+  std::vector<std::string> splice_functions;  // rocmbench: only these definitions of `editable`
   std::vector<std::string> materialised;  // files the importer filled from src/tools/perf/
   std::map<std::string, std::string> files;  // checkout-relative path -> sha256 of what was read
   bool imported = false;

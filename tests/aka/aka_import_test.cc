@@ -306,6 +306,10 @@ TEST(AkaImport, RunnableTasksBecomeTaskDefinitionsAkadsLoaderAccepts) {
   auto rocm = json::parse(readText(root / t["triton2triton/rocmbench/easy/test_vec_add"]->id / "aka.json"));
   EXPECT_EQ(rocm["editable"], json::array({"test_vec_add.py"}));
   EXPECT_EQ(rocm["splice_functions"], json::array({"vec_add_kernel"}));
+  auto rocmTask = loadTask(root / t["triton2triton/rocmbench/easy/test_vec_add"]->id);
+  ASSERT_TRUE(rocmTask);
+  EXPECT_NE(rocmTask->prompt.find("only the top-level definitions of vec_add_kernel are taken"), std::string::npos)
+      << rocmTask->prompt;
 
   // Every verdict, refused ones included, is kept for `akactl tasks list`.
   auto index = readImportIndex(w.state);
