@@ -28,8 +28,10 @@ std::string joined(const json& list) {
 
 // One task: its AKA name, akad id, class and compat features, then one reason per line.
 void printTask(const json& t, bool reasons) {
+  std::string compat = joined(t.value("compat", json()));
+  if (t.value("held_out_injections", 0) > 0) compat += (compat.empty() ? "" : " ") + std::string("+held-out");
   std::printf("  %-48s %-11s %-44s %s\n", text(t, "name").c_str(), text(t, "class").c_str(),
-              t.value("imported", false) ? text(t, "id").c_str() : "(not imported)", joined(t.value("compat", json())).c_str());
+              t.value("imported", false) ? text(t, "id").c_str() : "(not imported)", compat.c_str());
   if (!reasons) return;
   for (const json& r : t.value("reasons", json::array()))
     if (r.is_string()) std::printf("      - %s\n", r.get<std::string>().c_str());
@@ -40,6 +42,7 @@ struct ImportArgs {
   std::string dir;
   std::vector<std::string> select;
   std::string platform;
+  std::string heldOut;
   bool quiet = false;
 };
 
@@ -51,6 +54,11 @@ int runImport(const ImportArgs& a) {
   json params{{"source", a.source}, {"dir", dir.string()}};
   if (!a.select.empty()) params["select"] = a.select;
   if (!a.platform.empty()) params["platform"] = a.platform;
+  if (!a.heldOut.empty()) {
+    const fs::path held = fs::absolute(a.heldOut, ec).lexically_normal();
+    if (ec) return usageError("akactl tasks import: cannot resolve " + a.heldOut + ": " + ec.message());
+    params["held_out"] = held.string();
+  }
   int exitCode = kExitOk;
   auto result = callDaemon("tasks.import", params, exitCode);
   if (!result) return exitCode;
@@ -81,6 +89,8 @@ void addAkaTaskCommands(CLI::App& tasks, int& exitCode) {
   import->add_option("--select", args->select, "AKA task-name prefixes, e.g. triton2triton/vllm (default: every task)");
   import->add_option("--platform", args->platform, "nvidia, amd or cpu (default: the daemon's GPUs)")
       ->check(CLI::IsMember({"nvidia", "amd", "cpu"}));
+  import->add_option("--held-out", args->heldOut,
+                     "AKA's held_out_tests folder (<task name>/held_out_shapes.yaml); scored, never shown to agents");
   import->add_flag("--quiet", args->quiet, "Reasons only for refused tasks");
   import->callback([&exitCode, args] { exitCode = runImport(*args); });
 }

@@ -205,7 +205,48 @@ std::string taskYaml(const ImportedTask& t, const AkaTaskConfig& c, Platform pla
   return std::string(y.c_str()) + "\n";
 }
 
-json wrapSpec(const ImportedTask& t, const AkaTaskConfig& c, const TrustMapping& m, const ImportReport& r) {
+// The task's held-out shapes, if the user has them: read, validated and tried on the pristine
+// files (after helper materialisation), so a set that does not apply is refused at import, not
+// found out when scoring. A bad set leaves the task imported without held-out shapes.
+std::vector<Injection> importHeldOut(const ImportOptions& o, const std::string& name, const TaskFolder& folder,
+                                     ImportedTask& t) {
+  if (o.heldOutDir.empty()) return {};
+  const std::string rel = name + "/held_out_shapes.yaml";
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(o.heldOutDir / rel, ec))) return {};
+  FileLedger ledger(o.heldOutDir);
+  auto text = ledger.read(rel, kMaxConfigBytes);
+  if (!text) {
+    t.reasons.push_back("held-out shapes not used: " + text.error().message);
+    return {};
+  }
+  t.files["held-out:" + rel] = ledger.hashes().at(rel);
+  auto injections = parseHeldOutShapes(*text, rel);
+  if (!injections) {
+    t.reasons.push_back("held-out shapes not used: " + injections.error().message);
+    return {};
+  }
+  std::map<std::string, std::string> files;
+  for (const auto& c : folder.contents) files[c.rel] = c.bytes;
+  for (const auto& inj : *injections) {
+    auto it = files.find(inj.file);
+    if (it == files.end()) {
+      t.reasons.push_back("held-out shapes not used: " + inj.file + " is not a file of the task");
+      return {};
+    }
+    auto changed = applyInjection(it->second, inj);
+    if (!changed) {
+      t.reasons.push_back("held-out shapes not used: " + changed.error().message);
+      return {};
+    }
+    it->second = *changed;
+  }
+  t.held_out_injections = injections->size();
+  return *injections;
+}
+
+json wrapSpec(const ImportedTask& t, const AkaTaskConfig& c, const TrustMapping& m, const ImportReport& r,
+              const std::vector<Injection>& heldOut) {
   json files = json::object();
   for (const auto& [path, sha] : t.files) files[path] = sha;
   return {{"schema", 1},
@@ -226,6 +267,7 @@ json wrapSpec(const ImportedTask& t, const AkaTaskConfig& c, const TrustMapping&
           {"timeouts_s", {{"compile", c.compile_timeout_s}, {"correctness", c.correctness_timeout_s},
                           {"performance", c.performance_timeout_s}}},
           {"materialised", t.materialised},
+          {"held_out_injections", injectionsToJson(heldOut)},
           {"files", files}};
 }
 
@@ -306,8 +348,9 @@ ImportedTask importOne(const ImportOptions& o, const ImportReport& report, const
     t.materialised = *changed;
   }
   t.files = ledger.hashes();
+  const std::vector<Injection> heldOut = importHeldOut(o, name, folder, t);
   const std::string yaml = taskYaml(t, *config, o.platform);
-  if (auto s = writeTaskDefinition(report.tasksRoot, t, folder, yaml, wrapSpec(t, *config, *mapping, report)); !s)
+  if (auto s = writeTaskDefinition(report.tasksRoot, t, folder, yaml, wrapSpec(t, *config, *mapping, report, heldOut)); !s)
     return finish(TaskClass::Invalid, s.error().message);
   t.imported = true;
   return t;
@@ -325,7 +368,7 @@ fs::path indexFile(const fs::path& stateDir) { return stateDir / "aka" / "index.
 json ImportedTask::toJson(bool withFiles) const {
   json j = {{"name", name}, {"id", id}, {"family", family}, {"class", className(cls)}, {"imported", imported},
             {"reasons", reasons}, {"compat", compat}, {"editable", editable}, {"splice_functions", splice_functions},
-            {"materialised", materialised}};
+            {"materialised", materialised}, {"held_out_injections", held_out_injections}};
   if (withFiles) j["files"] = files;
   else j["files_read"] = files.size();
   return j;

@@ -20,6 +20,7 @@
 #include "common/result.h"
 #include "daemon/aka/checkout.h"
 #include "daemon/aka/classify.h"
+#include "daemon/aka/held_out.h"
 
 namespace akad::aka {
 
@@ -31,6 +32,9 @@ struct ImportOptions {
   std::vector<std::string> selectors;  // AKA task-name prefixes; empty: every task
   Platform platform = Platform::Nvidia;
   std::filesystem::path stateDir;
+  // AKA's held_out_tests/ folder: <dir>/<task name>/held_out_shapes.yaml, where the user has
+  // them (docs/aka.md, "Held-out shapes"). Empty: none.
+  std::filesystem::path heldOutDir;
 };
 
 struct ImportedTask {
@@ -43,6 +47,7 @@ struct ImportedTask {
   std::vector<std::string> editable;
   std::vector<std::string> splice_functions;  // rocmbench: only these definitions of `editable`
   std::vector<std::string> materialised;  // files the importer filled from src/tools/perf/
+  std::size_t held_out_injections = 0;    // imported held-out injections (0: none)
   std::map<std::string, std::string> files;  // checkout-relative path -> sha256 of what was read
   bool imported = false;
   nlohmann::json toJson(bool withFiles) const;

@@ -25,7 +25,7 @@ aka::Platform discoveredPlatform(const DaemonContext& ctx) {
 }
 
 Result<json> importTasks(DaemonContext& ctx, const Peer& peer, const json& params) {
-  if (auto s = proto::allowOnly(params, {"source", "dir", "select", "platform", "files"}); !s) return s.error();
+  if (auto s = proto::allowOnly(params, {"source", "dir", "select", "platform", "files", "held_out"}); !s) return s.error();
   // It makes tasks every tenant can run, from a folder only the daemon reads as root.
   if (auto s = ctx.tenants.mustBeAdmin(peer, "import tasks"); !s) return s.error();
   auto source = proto::requireString(params, "source");
@@ -37,6 +37,15 @@ Result<json> importTasks(DaemonContext& ctx, const Peer& peer, const json& param
     return invalid("parameter \"dir\" must be an absolute path to an AgentKernelArena checkout");
   aka::ImportOptions o;
   o.checkout = *dir;
+  auto heldOut = proto::optionalString(params, "held_out");
+  if (!heldOut) return heldOut.error();
+  if (*heldOut) {
+    const std::string& h = **heldOut;
+    if (h.empty() || h.front() != '/' || h.find('\0') != std::string::npos || h.size() > 4096)
+      return invalid("parameter \"held_out\" must be an absolute path to AKA's held_out_tests folder");
+    if (!fs::is_directory(h)) return invalid("held-out folder " + h + " is not a directory");
+    o.heldOutDir = h;
+  }
   o.stateDir = ctx.stateDir;
   if (auto sel = params.find("select"); sel != params.end() && !sel->is_null()) {
     if (!sel->is_array()) return invalid("parameter \"select\" must be an array of task-name prefixes");

@@ -208,12 +208,14 @@ class WrapRunner {
 
 json gate(bool pass, const std::string& reason) { return {{"pass", pass}, {"reason", reason}}; }
 
-Result<Side> makeSide(const std::string& who, const fs::path& dir, const fs::path& workDir, const ScoringEnvironment& env) {
+// `who` names the side in logs and messages; `candidate` says whose code it runs.
+Result<Side> makeSide(const std::string& who, bool candidateCode, const fs::path& dir, const fs::path& workDir,
+                      const ScoringEnvironment& env) {
   Side s;
   s.who = who;
   s.dir = dir;
   s.jit = workDir / ("jit-" + who);
-  const bool candidate = who == "candidate" && env.candidate_uid != 0;
+  const bool candidate = candidateCode && env.candidate_uid != 0;
   s.uid = candidate ? env.candidate_uid : env.sandbox_uid;
   s.gid = candidate ? env.candidate_gid : env.sandbox_gid;
   std::error_code ec;
@@ -391,6 +393,11 @@ Result<WrapSpec> loadWrapSpec(const Task& task) {
     if (!list || list->empty()) return Error{"task " + task.id + ": aka.json: commands." + key + " must be a non-empty list"};
     *into = *list;
   }
+  if (auto h = j.find("held_out_injections"); h != j.end()) {
+    auto injections = injectionsFromJson(*h);
+    if (!injections) return Error{"task " + task.id + ": aka.json: " + injections.error().message};
+    s.held_out = *injections;
+  }
   for (const auto& e : s.mapping.editable)
     if (!isInsideRelativePath(e)) return Error{"task " + task.id + ": aka.json: editable '" + e + "' is not a relative path"};
   return s;
@@ -452,11 +459,6 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
   auto assembled = assembleWrappedWorkspace(spec->mapping, task.workspaceDir(), candidateTree, workDir / "ws");
   if (!assembled) return assembled.error();
   if (auto s = copyTree(task.workspaceDir(), workDir / "baseline"); !s) return s.error();
-  auto cand = makeSide("candidate", workDir / "ws", workDir, env);
-  if (!cand) return cand.error();
-  auto base = makeSide("baseline", workDir / "baseline", workDir, env);
-  if (!base) return base.error();
-
   std::vector<std::string> gpus = env.gpus;
   if (env.acquire_gpus) {
     notify("waiting for a GPU");
@@ -482,42 +484,91 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
                  {"seeds", {{"torch_manual_seed_salt", std::to_string(salt % (1ull << 62))}}}};
   json gates = json::object();
 
-  notify("compile");
-  auto compiled = commandGate(w, *cand, spec->compile, task.limits.compile_s, "compile", false);
-  if (!compiled) return compiled.error();
-  gates["compile"] = *compiled;
-  const bool compileOk = (*compiled)["pass"];
-  bool correct = false;
-  double speedup = 0, akaSpeedup = 0;
-  if (compileOk) {
-    notify("correctness");
-    auto c = commandGate(w, *cand, spec->correctness, task.limits.correctness_s, "correctness", true);
+  // One phase: the candidate's compile (held-out: a fresh tree, so no build output of the visible
+  // phase is reused), its correctness, then ABBA performance against the pristine baseline.
+  struct Phase {
+    bool compiled = false, correct = false;
+    double speedup = 0, akaSpeedup = 0;
+  };
+  auto scorePhase = [&](const std::string& prefix, const fs::path& candDir, const fs::path& baseDir) -> Result<Phase> {
+    Phase ph;
+    auto cand = makeSide(prefix + "candidate", true, candDir, workDir, env);
+    if (!cand) return cand.error();
+    auto base = makeSide(prefix + "baseline", false, baseDir, workDir, env);
+    if (!base) return base.error();
+    notify(prefix + "compile");
+    auto compiled = commandGate(w, *cand, spec->compile, task.limits.compile_s, prefix + "compile", false);
+    if (!compiled) return compiled.error();
+    gates[prefix + "compile"] = *compiled;
+    ph.compiled = (*compiled)["pass"];
+    if (!ph.compiled) return ph;
+    notify(prefix + "correctness");
+    auto c = commandGate(w, *cand, spec->correctness, task.limits.correctness_s, prefix + "correctness", true);
     if (!c) return c.error();
-    gates["correctness"] = *c;
-    correct = (*c)["pass"];
-    if (correct && env.measure_performance) {
-      notify("performance");
+    gates[prefix + "correctness"] = *c;
+    ph.correct = (*c)["pass"];
+    if (!prefix.empty()) {
+      // Whether the pristine baseline itself passes these shapes: if not, the held-out set asks
+      // for more than the task was made for (AKA's both_fail), whatever the candidate did.
+      auto bc = commandGate(w, *base, spec->compile, task.limits.compile_s, prefix + "baseline-compile", false);
+      if (!bc) return bc.error();
+      json baseCheck = *bc;
+      if ((*bc)["pass"].get<bool>()) {
+        auto bk = commandGate(w, *base, spec->correctness, task.limits.correctness_s, prefix + "baseline-correctness", true);
+        if (!bk) return bk.error();
+        baseCheck = *bk;
+      }
+      gates[prefix + "baseline"] = baseCheck;
+    }
+    if (!ph.correct || !env.measure_performance) return ph;
+    notify(prefix + "performance");
+    if (prefix.empty()) {
       // The baseline's own build (a hip task's extension) before its first timed run.
       auto bc = commandGate(w, *base, spec->compile, task.limits.compile_s, "baseline-compile", false);
       if (!bc) return bc.error();
-      if (!(*bc)["pass"].get<bool>()) return Error{"the pristine baseline of " + task.id + " does not build: " + (*bc)["reason"].get<std::string>()};
-      auto p = performanceGate(w, *base, *cand, *spec, task, speedup, akaSpeedup);
-      if (!p) return p.error();
-      gates["performance"] = *p;
-      if (!(*p)["pass"].get<bool>()) correct = false;
+      if (!(*bc)["pass"].get<bool>())
+        return Error{"the pristine baseline of " + task.id + " does not build: " + (*bc)["reason"].get<std::string>()};
+    } else if (!gates[prefix + "baseline"]["pass"].get<bool>()) {
+      gates[prefix + "performance"] = gate(false, "the pristine baseline fails these held-out shapes");
+      ph.correct = false;
+      return ph;
     }
+    auto p = performanceGate(w, *base, *cand, *spec, task, ph.speedup, ph.akaSpeedup);
+    if (!p) return p.error();
+    gates[prefix + "performance"] = *p;
+    if (!(*p)["pass"].get<bool>()) ph.correct = false;
+    return ph;
+  };
+
+  auto visible = scorePhase("", workDir / "ws", workDir / "baseline");
+  if (!visible) return visible.error();
+  const bool compileOk = visible->compiled, correct = visible->correct;
+  const double speedup = visible->speedup, akaSpeedup = visible->akaSpeedup;
+  // Held-out shapes are scored whenever the candidate compiles, reported apart, as for native tasks.
+  Phase held;
+  if (compileOk && !spec->held_out.empty()) {
+    auto heldWs = assembleWrappedWorkspace(spec->mapping, task.workspaceDir(), candidateTree, workDir / "ws-held");
+    if (!heldWs) return heldWs.error();
+    if (auto s = applyInjections(workDir / "ws-held", spec->held_out); !s) return s.error();
+    if (auto s = copyTree(task.workspaceDir(), workDir / "baseline-held"); !s) return s.error();
+    if (auto s = applyInjections(workDir / "baseline-held", spec->held_out); !s) return s.error();
+    auto h = scorePhase("held_out_", workDir / "ws-held", workDir / "baseline-held");
+    if (!h) return h.error();
+    held = *h;
   }
   if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
   result["gates"] = gates;
   result["compiled"] = compileOk;
   result["correct"] = correct;
   result["speedup"] = correct && env.measure_performance ? json(speedup) : json(nullptr);
-  result["held_out_correct"] = false;
-  result["held_out_speedup"] = nullptr;
-  result["held_out"] = "not built for wrapped AKA tasks yet (docs/aka.md)";
+  result["held_out_correct"] = held.correct;
+  result["held_out_speedup"] = held.correct && env.measure_performance ? json(held.speedup) : json(nullptr);
+  if (spec->held_out.empty()) result["held_out"] = "none imported for this task (akactl tasks import aka DIR --held-out DIR)";
+  else result["held_out"] = std::to_string(spec->held_out.size()) + " injection(s) of AKA's held_out_shapes.yaml";
   result["score"] = env.measure_performance ? json(arenaScore(compileOk, correct, speedup)) : json(nullptr);
   result["aka"] = {{"speedup", correct && env.measure_performance ? json(akaSpeedup) : json(nullptr)},
-                   {"score", env.measure_performance ? json(arenaScore(compileOk, correct, akaSpeedup)) : json(nullptr)}};
+                   {"score", env.measure_performance ? json(arenaScore(compileOk, correct, akaSpeedup)) : json(nullptr)},
+                   {"held_out_speedup", held.correct && env.measure_performance ? json(held.akaSpeedup) : json(nullptr)}};
   if (!env.measure_performance) result["performance_measured"] = false;
   for (const char* name : {"compile", "correctness", "performance"})
     if (gates.contains(name) && !gates[name]["pass"].get<bool>()) {
@@ -531,7 +582,7 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
         std::round(std::chrono::duration<double>(stages[i + 1].second - stages[i].second).count() * 1000) / 1000;
   result["stage_wall_s"] = stageTimes;
   log::info("scored ", task.id, " (wrap): compiled=", compileOk, " correct=", correct, " speedup=", speedup,
-            " aka_speedup=", akaSpeedup);
+            " aka_speedup=", akaSpeedup, " held_out_correct=", held.correct);
   return result;
 }
 
@@ -571,6 +622,11 @@ Result<json> validateWrappedTask(const Task& task, const ScoringEnvironment& env
                      {"failure", baseline->value("failure", std::string())}};
   if (!(*baseline)["correct"].get<bool>())
     problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string()));
+  if (!spec->held_out.empty()) {
+    out["baseline"]["held_out_correct"] = (*baseline)["held_out_correct"];
+    if (!(*baseline)["held_out_correct"].get<bool>())
+      problems.push_back("the baseline does not pass the imported held-out shapes");
+  }
   auto broken = scoreWrappedCandidate(task, brokenTree, workDir / "score-broken", correctnessOnly);
   if (!broken) return broken.error();
   out["broken"] = {{"compiled", (*broken)["compiled"]}, {"correct", (*broken)["correct"]}};

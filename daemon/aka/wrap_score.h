@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "daemon/aka/held_out.h"
 #include "daemon/aka/trust.h"
 #include "daemon/pipeline/score.h"
 #include "daemon/pipeline/task.h"
@@ -30,6 +31,7 @@ struct WrapSpec {
   std::vector<std::string> compile, correctness, performance;
   std::vector<std::string> compat;
   std::vector<std::string> materialised;
+  std::vector<Injection> held_out;  // AKA's held-out shapes, applied to the scorer's copies only
 };
 Result<WrapSpec> loadWrapSpec(const Task& task);
 

@@ -100,6 +100,11 @@ TEST_F(AkaDaemonTest, ImportJsonRecordsCommitAndFileHashesAndImportedTasksCanBeS
   EXPECT_EQ(r.at("platform"), "nvidia");
   ASSERT_EQ(r.at("tasks").size(), 4u);
   for (const json& t : r.at("tasks")) EXPECT_GT(t.at("files_read").get<int>(), 0) << t.dump();
+  // With AKA's held-out folder: the shapes are taken for the task that has a set that applies.
+  json held = ctlJson({"tasks", "import", "aka", checkout_.string(), "--platform", "nvidia", "--select",
+                       "triton2triton/vllm/triton_scale_rows", "--held-out", AKA_FIXTURE_HELD_OUT});
+  ASSERT_EQ(held.at("tasks").size(), 1u);
+  EXPECT_EQ(held.at("tasks")[0].at("held_out_injections"), 1);
   // The imported task goes through run.submit like any other: resolved by the catalog and loaded
   // (then queued where the daemon has a GPU; refused for want of one where it has none).
   auto submitted = ctl({"--json", "submit", "aka-triton2triton-vllm/triton_plain_copy"});
@@ -141,6 +146,9 @@ TEST_F(AkaDaemonTest, BadRequestsAreRefusedAtTheBorderAndTheDaemonGoesOn) {
   auto climbing = ctl({"tasks", "import", "aka", checkout_.string(), "--select", "../etc"});
   EXPECT_EQ(climbing.exitCode, 1);
   EXPECT_NE(climbing.err.find("select"), std::string::npos) << climbing.err;
+  auto heldOut = ctl({"tasks", "import", "aka", checkout_.string(), "--held-out", (dir_ / "no-held-out").string()});
+  EXPECT_EQ(heldOut.exitCode, 1);
+  EXPECT_NE(heldOut.err.find("is not a directory"), std::string::npos) << heldOut.err;
   auto platform = ctl({"tasks", "import", "aka", checkout_.string(), "--platform", "tpu"});
   EXPECT_EQ(platform.exitCode, 2);
   EXPECT_TRUE(daemonAnswers());

@@ -43,6 +43,7 @@ class AkaWrapScoring : public ::testing::Test {
     o.checkout = kCpuCheckout;
     o.platform = aka::Platform::Nvidia;
     o.stateDir = tmp_ / "state";
+    o.heldOutDir = AKA_CPU_HELD_OUT;
     auto r = aka::importCheckout(o);
     ASSERT_TRUE(r) << r.error().message;
     ASSERT_EQ(r->tasks.size(), 1u);
@@ -105,6 +106,27 @@ TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
   EXPECT_GT(j["score"].get<double>(), 120.0);
   EXPECT_EQ(perf["outside_wall_s"]["baseline"].size(), 2u);
   EXPECT_FALSE(j["seeds"]["torch_manual_seed_salt"].get<std::string>().empty());
+  // The imported held-out sizes, scored apart on fresh copies with the shapes injected.
+  EXPECT_TRUE(j["held_out_correct"].get<bool>()) << j.dump(2);
+  EXPECT_GT(j["held_out_speedup"].get<double>(), 1.5);
+  std::vector<std::string> heldCases;
+  for (const json& c : j["gates"]["held_out_performance"]["cases"]) heldCases.push_back(c["case"]);
+  EXPECT_EQ(heldCases, (std::vector<std::string>{"n_3001", "n_30011", "n_7919"}));
+  EXPECT_TRUE(j["gates"]["held_out_baseline"]["pass"].get<bool>());
+}
+
+TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
+  const fs::path tree = candidate("fitted", [](const fs::path& d) {
+    std::ofstream(d / "source/py_dot.py") << "def dot(a, b):\n    if len(a) in (2000, 20000, 60000):\n"
+                                             "        return sum(x * y for x, y in zip(a, b))\n    return 0.0\n";
+  });
+  auto r = scoreCandidate(task_, tree, tmp_ / "score-fitted", environment());
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE((*r)["correct"].get<bool>()) << r->dump(2);
+  EXPECT_FALSE((*r)["held_out_correct"].get<bool>()) << r->dump(2);
+  EXPECT_TRUE((*r)["held_out_speedup"].is_null());
+  EXPECT_NE((*r)["gates"]["held_out_correctness"]["reason"].get<std::string>().find("correctness: FAIL for n=3001"),
+            std::string::npos) << r->dump(2);
 }
 
 TEST_F(AkaWrapScoring, AnEditToTheEvaluatorIsIgnoredSoAWrongKernelFails) {
@@ -127,6 +149,7 @@ TEST_F(AkaWrapScoring, ValidationPassesThePristineBaselineAndRejectsABrokenOne) 
   ASSERT_TRUE(v) << v.error().message;
   EXPECT_TRUE((*v)["ok"].get<bool>()) << v->dump(2);
   EXPECT_TRUE((*v)["baseline"]["correct"].get<bool>());
+  EXPECT_TRUE((*v)["baseline"]["held_out_correct"].get<bool>()) << v->dump(2);
   EXPECT_FALSE((*v)["broken"]["compiled"].get<bool>()) << v->dump(2);
 }
 
