@@ -7,6 +7,8 @@
 #include <fstream>
 #include <regex>
 
+#include <sys/stat.h>
+
 #include "common/log.h"
 #include "daemon/aka/checkout.h"
 #include "daemon/pipeline/files.h"
@@ -173,6 +175,7 @@ class WrapRunner {
     r.env["TORCH_EXTENSIONS_DIR"] = "/jit/torch_extensions";
     r.env["CUDA_CACHE_PATH"] = "/jit/cuda";
     r.env["PYTHONPYCACHEPREFIX"] = "/jit/pycache";
+    r.env["PYTHONDONTWRITEBYTECODE"] = "";  // empty is unset for Python; the torch image sets it
     // AKA's commands name python3 and pytest: the image's Python environment comes first.
     std::string path = r.env.count("PATH") ? r.env["PATH"] : "/usr/local/bin:/usr/bin:/bin";
     if (auto py = r.env.find("AKA_PYTHON"); py != r.env.end())
@@ -209,21 +212,29 @@ class WrapRunner {
 json gate(bool pass, const std::string& reason) { return {{"pass", pass}, {"reason", reason}}; }
 
 // `who` names the side in logs and messages; `candidate` says whose code it runs.
-Result<Side> makeSide(const std::string& who, bool candidateCode, const fs::path& dir, const fs::path& workDir,
+// Caches (Triton's, torch extensions', CUDA's, Python's): the candidate's live for one scoring,
+// shared by its visible and held-out phases; the pristine baseline's are trusted and kept per
+// task version across scorings (beside the native tasks' trusted JIT caches), so a re-score or a
+// held-out phase does not build the baseline's extension again. `jit` is where they go.
+Result<Side> makeSide(const std::string& who, bool candidateCode, const fs::path& dir, const fs::path& jit,
                       const ScoringEnvironment& env) {
   Side s;
   s.who = who;
   s.dir = dir;
-  s.jit = workDir / ("jit-" + who);
+  s.jit = jit;
   const bool candidate = candidateCode && env.candidate_uid != 0;
   s.uid = candidate ? env.candidate_uid : env.sandbox_uid;
   s.gid = candidate ? env.candidate_gid : env.sandbox_gid;
   std::error_code ec;
+  const bool fresh = !fs::exists(s.jit / "home", ec);
   fs::create_directories(s.jit / "home", ec);
   if (ec) return Error{"cannot create " + s.jit.string() + ": " + ec.message()};
   if (s.uid != 0) {
-    for (const fs::path& d : {s.dir, s.jit})
-      if (auto st = chownTree(d, s.uid, s.gid); !st) return st.error();
+    if (auto st = chownTree(s.dir, s.uid, s.gid); !st) return st.error();
+    struct stat st {};
+    // A kept cache is walked again only when another uid made it (a daemon with other ids).
+    if (fresh || (::lstat(s.jit.c_str(), &st) == 0 && st.st_uid != s.uid))
+      if (auto c = chownTree(s.jit, s.uid, s.gid); !c) return c.error();
   }
   return s;
 }
@@ -484,6 +495,8 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
                  {"seeds", {{"torch_manual_seed_salt", std::to_string(salt % (1ull << 62))}}}};
   json gates = json::object();
 
+  const fs::path baselineJit = env.trusted_cache.empty() ? workDir / "jit-baseline"
+                                                        : env.trusted_cache / task.content_hash / "aka-jit-baseline";
   // One phase: the candidate's compile (held-out: a fresh tree, so no build output of the visible
   // phase is reused), its correctness, then ABBA performance against the pristine baseline.
   struct Phase {
@@ -492,9 +505,9 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
   };
   auto scorePhase = [&](const std::string& prefix, const fs::path& candDir, const fs::path& baseDir) -> Result<Phase> {
     Phase ph;
-    auto cand = makeSide(prefix + "candidate", true, candDir, workDir, env);
+    auto cand = makeSide(prefix + "candidate", true, candDir, workDir / "jit-candidate", env);
     if (!cand) return cand.error();
-    auto base = makeSide(prefix + "baseline", false, baseDir, workDir, env);
+    auto base = makeSide(prefix + "baseline", false, baseDir, baselineJit, env);
     if (!base) return base.error();
     notify(prefix + "compile");
     auto compiled = commandGate(w, *cand, spec->compile, task.limits.compile_s, prefix + "compile", false);

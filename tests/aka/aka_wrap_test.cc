@@ -129,6 +129,27 @@ TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
             std::string::npos) << r->dump(2);
 }
 
+TEST_F(AkaWrapScoring, ThePristineBaselinesCachesAreKeptPerTaskVersionAcrossScorings) {
+  const fs::path tree = candidate("fast", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << kFastDot; });
+  ASSERT_TRUE(scoreCandidate(task_, tree, tmp_ / "score-1", environment()));
+  const fs::path kept = environment().trusted_cache / task_.content_hash / "aka-jit-baseline" / "pycache";
+  // Python's compiled standard library, written by the baseline's first run: a module whose
+  // source does not change between scorings.
+  fs::path cached;
+  for (const auto& e : fs::recursive_directory_iterator(kept))
+    if (e.path().filename().string().rfind("random.", 0) == 0 && e.path().extension() == ".pyc") cached = e.path();
+  ASSERT_FALSE(cached.empty()) << "no compiled random module under " << kept;
+  const auto firstWrite = fs::last_write_time(cached);
+  // The candidate's caches live in its scoring directory only.
+  EXPECT_TRUE(fs::exists(tmp_ / "score-1" / "jit-candidate" / "pycache"));
+  EXPECT_FALSE(fs::exists(tmp_ / "score-1" / "jit-baseline"));
+
+  auto second = scoreCandidate(task_, tree, tmp_ / "score-2", environment());
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_TRUE((*second)["correct"].get<bool>());
+  EXPECT_EQ(fs::last_write_time(cached), firstWrite) << "the kept bytecode was written again: " << cached;
+}
+
 TEST_F(AkaWrapScoring, AnEditToTheEvaluatorIsIgnoredSoAWrongKernelFails) {
   // The kernel is wrong, and the agent rewrote AKA's runner to pass whatever it is given.
   const fs::path tree = candidate("cheat", [](const fs::path& d) {
