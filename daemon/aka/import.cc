@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/sha256.h"
+#include "daemon/aka/held_out_rules.h"
 #include "daemon/aka/helpers.h"
 #include "daemon/aka/trust.h"
 #include "daemon/pipeline/files.h"
@@ -245,8 +246,35 @@ std::vector<Injection> importHeldOut(const ImportOptions& o, const std::string& 
   return *injections;
 }
 
+// Without AKA's held-out files, akad's rules make candidate shapes where the runner's visible
+// shapes are a plain TEST_SHAPES list; the scorer keeps those the pristine baseline passes.
+json generateHeldOut(const TaskFolder& folder, ImportedTask& t) {
+  const ReadFile* runner = nullptr;
+  for (const auto& c : folder.contents)
+    if (c.rel == kRunnerWithHelpers) runner = &c;
+  if (runner == nullptr) return nullptr;
+  auto visible = parseTestShapes(runner->bytes);
+  if (!visible) {
+    if (runner->bytes.find("TEST_SHAPES") != std::string::npos)
+      t.reasons.push_back("no held-out shapes generated: " + visible.error().message);
+    return nullptr;
+  }
+  const auto generated = generateShapes(*visible);
+  if (generated.empty()) return nullptr;
+  json shapes = json::array();
+  std::string rules;
+  for (const auto& g : generated) {
+    shapes.push_back({{"shape", g.shape}, {"rule", g.rule}});
+    if (rules.find(g.rule) == std::string::npos) rules += (rules.empty() ? "" : ", ") + g.rule;
+  }
+  t.held_out_generated = generated.size();
+  t.reasons.push_back("held-out: " + std::to_string(generated.size()) + " shapes from akad's rules (" + rules +
+                      "), kept where the pristine baseline passes them");
+  return {{"file", kRunnerWithHelpers}, {"scalars", visible->scalars}, {"shapes", shapes}};
+}
+
 json wrapSpec(const ImportedTask& t, const AkaTaskConfig& c, const TrustMapping& m, const ImportReport& r,
-              const std::vector<Injection>& heldOut) {
+              const std::vector<Injection>& heldOut, const json& generated) {
   json files = json::object();
   for (const auto& [path, sha] : t.files) files[path] = sha;
   return {{"schema", 1},
@@ -268,6 +296,7 @@ json wrapSpec(const ImportedTask& t, const AkaTaskConfig& c, const TrustMapping&
                           {"performance", c.performance_timeout_s}}},
           {"materialised", t.materialised},
           {"held_out_injections", injectionsToJson(heldOut)},
+          {"held_out_generated", generated},
           {"files", files}};
 }
 
@@ -349,8 +378,11 @@ ImportedTask importOne(const ImportOptions& o, const ImportReport& report, const
   }
   t.files = ledger.hashes();
   const std::vector<Injection> heldOut = importHeldOut(o, name, folder, t);
+  const json generated = heldOut.empty() ? generateHeldOut(folder, t) : json(nullptr);
   const std::string yaml = taskYaml(t, *config, o.platform);
-  if (auto s = writeTaskDefinition(report.tasksRoot, t, folder, yaml, wrapSpec(t, *config, *mapping, report, heldOut)); !s)
+  if (auto s = writeTaskDefinition(report.tasksRoot, t, folder, yaml,
+                                   wrapSpec(t, *config, *mapping, report, heldOut, generated));
+      !s)
     return finish(TaskClass::Invalid, s.error().message);
   t.imported = true;
   return t;
@@ -368,7 +400,8 @@ fs::path indexFile(const fs::path& stateDir) { return stateDir / "aka" / "index.
 json ImportedTask::toJson(bool withFiles) const {
   json j = {{"name", name}, {"id", id}, {"family", family}, {"class", className(cls)}, {"imported", imported},
             {"reasons", reasons}, {"compat", compat}, {"editable", editable}, {"splice_functions", splice_functions},
-            {"materialised", materialised}, {"held_out_injections", held_out_injections}};
+            {"materialised", materialised}, {"held_out_injections", held_out_injections},
+            {"held_out_generated", held_out_generated}};
   if (withFiles) j["files"] = files;
   else j["files_read"] = files.size();
   return j;

@@ -48,6 +48,7 @@ struct ImportedTask {
   std::vector<std::string> splice_functions;  // rocmbench: only these definitions of `editable`
   std::vector<std::string> materialised;  // files the importer filled from src/tools/perf/
   std::size_t held_out_injections = 0;    // imported held-out injections (0: none)
+  std::size_t held_out_generated = 0;     // shapes akad's rules made instead (held_out_rules.h)
   std::map<std::string, std::string> files;  // checkout-relative path -> sha256 of what was read
   bool imported = false;
   nlohmann::json toJson(bool withFiles) const;

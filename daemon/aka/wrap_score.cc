@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "daemon/aka/checkout.h"
+#include "daemon/aka/held_out_rules.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/sandbox_run.h"
 
@@ -374,6 +375,51 @@ Result<json> performanceGate(const WrapRunner& w, const Side& base, const Side& 
   return g;
 }
 
+// Which generated shapes the pristine baseline passes, each tried alone (compile, then AKA's
+// correctness) as the trusted baseline. Decided once per task version and kept beside its
+// trusted caches: the set depends on the task only, never on a candidate.
+Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, const Task& task, const ScoringEnvironment& env,
+                                 const fs::path& workDir, const fs::path& baselineJit) {
+  const fs::path cache = env.trusted_cache.empty() ? workDir / "aka-held-out-kept.json"
+                                                   : env.trusted_cache / task.content_hash / "aka-held-out-kept.json";
+  if (auto text = readFileLimited(cache, 1 << 20)) {
+    try {
+      json kept = json::parse(*text);
+      if (kept.is_object() && kept.contains("kept") && kept["kept"].is_array()) return kept;
+    } catch (const json::exception&) {
+    }
+  }
+  json kept = json::array(), dropped = json::array();
+  for (std::size_t i = 0; i < spec.generated.shapes.size(); ++i) {
+    const auto& shape = spec.generated.shapes[i];
+    const fs::path dir = workDir / ("held-out-trial-" + std::to_string(i));
+    if (auto s = copyTree(task.workspaceDir(), dir); !s) return s.error();
+    Injection one{spec.generated.file, "TEST_SHAPES", testShapesCode({shape}, spec.generated.scalars), ""};
+    if (auto s = applyInjections(dir, {one}); !s) return s.error();
+    auto side = makeSide("held-out-trial-" + std::to_string(i), false, dir, baselineJit, env);
+    if (!side) return side.error();
+    const std::string log = "held-out-trial-" + std::to_string(i);
+    auto c = commandGate(w, *side, spec.compile, task.limits.compile_s, log + "-compile", false);
+    if (!c) return c.error();
+    bool pass = (*c)["pass"];
+    if (pass) {
+      auto k = commandGate(w, *side, spec.correctness, task.limits.correctness_s, log + "-correctness", true);
+      if (!k) return k.error();
+      pass = (*k)["pass"];
+    }
+    json entry = {{"shape", shape}, {"rule", spec.generated.rules.at(i)}};
+    (pass ? kept : dropped).push_back(entry);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  json out = {{"kept", kept}, {"dropped", dropped}};
+  const fs::path tmp = cache.string() + ".tmp-" + randomHex(4);
+  std::error_code ec;
+  fs::create_directories(cache.parent_path(), ec);
+  if (auto s = writeFile(tmp, out.dump(2) + "\n"); s) fs::rename(tmp, cache, ec);
+  return out;
+}
+
 }  // namespace
 
 Result<WrapSpec> loadWrapSpec(const Task& task) {
@@ -403,6 +449,23 @@ Result<WrapSpec> loadWrapSpec(const Task& task) {
     auto list = stringList(cmds, key);
     if (!list || list->empty()) return Error{"task " + task.id + ": aka.json: commands." + key + " must be a non-empty list"};
     *into = *list;
+  }
+  if (auto g = j.find("held_out_generated"); g != j.end() && g->is_object()) {
+    s.generated.file = g->value("file", "");
+    s.generated.scalars = g->value("scalars", false);
+    if (!isInsideRelativePath(s.generated.file) || !g->contains("shapes") || !(*g)["shapes"].is_array())
+      return Error{"task " + task.id + ": aka.json: held_out_generated is malformed"};
+    for (const json& e : (*g)["shapes"]) {
+      if (!e.is_object() || !e.contains("shape") || !e["shape"].is_array())
+        return Error{"task " + task.id + ": aka.json: held_out_generated is malformed"};
+      std::vector<std::int64_t> shape;
+      for (const json& d : e["shape"]) {
+        if (!d.is_number_integer()) return Error{"task " + task.id + ": aka.json: a generated shape is not integers"};
+        shape.push_back(d.get<std::int64_t>());
+      }
+      s.generated.shapes.push_back(shape);
+      s.generated.rules.push_back(e.value("rule", ""));
+    }
   }
   if (auto h = j.find("held_out_injections"); h != j.end()) {
     auto injections = injectionsFromJson(*h);
@@ -559,12 +622,27 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
   const double speedup = visible->speedup, akaSpeedup = visible->akaSpeedup;
   // Held-out shapes are scored whenever the candidate compiles, reported apart, as for native tasks.
   Phase held;
-  if (compileOk && !spec->held_out.empty()) {
+  std::vector<Injection> heldOut = spec->held_out;
+  std::string heldOutNote = heldOut.empty() ? "none for this task (akactl tasks import aka DIR --held-out DIR)"
+                                            : std::to_string(heldOut.size()) + " injection(s) of AKA's held_out_shapes.yaml";
+  if (compileOk && heldOut.empty() && !spec->generated.shapes.empty()) {
+    notify("held_out_selection");
+    auto kept = keptGeneratedShapes(w, *spec, task, env, workDir, baselineJit);
+    if (!kept) return kept.error();
+    result["held_out_generated"] = *kept;
+    std::vector<Shape> shapes;
+    for (const json& k : (*kept)["kept"]) shapes.push_back(k["shape"].get<Shape>());
+    if (!shapes.empty())
+      heldOut = {Injection{spec->generated.file, "TEST_SHAPES", testShapesCode(shapes, spec->generated.scalars), ""}};
+    heldOutNote = std::to_string(shapes.size()) + " of " + std::to_string(spec->generated.shapes.size()) +
+                  " shapes from akad's rules, kept where the pristine baseline passes them";
+  }
+  if (compileOk && !heldOut.empty()) {
     auto heldWs = assembleWrappedWorkspace(spec->mapping, task.workspaceDir(), candidateTree, workDir / "ws-held");
     if (!heldWs) return heldWs.error();
-    if (auto s = applyInjections(workDir / "ws-held", spec->held_out); !s) return s.error();
+    if (auto s = applyInjections(workDir / "ws-held", heldOut); !s) return s.error();
     if (auto s = copyTree(task.workspaceDir(), workDir / "baseline-held"); !s) return s.error();
-    if (auto s = applyInjections(workDir / "baseline-held", spec->held_out); !s) return s.error();
+    if (auto s = applyInjections(workDir / "baseline-held", heldOut); !s) return s.error();
     auto h = scorePhase("held_out_", workDir / "ws-held", workDir / "baseline-held");
     if (!h) return h.error();
     held = *h;
@@ -576,8 +654,7 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
   result["speedup"] = correct && env.measure_performance ? json(speedup) : json(nullptr);
   result["held_out_correct"] = held.correct;
   result["held_out_speedup"] = held.correct && env.measure_performance ? json(held.speedup) : json(nullptr);
-  if (spec->held_out.empty()) result["held_out"] = "none imported for this task (akactl tasks import aka DIR --held-out DIR)";
-  else result["held_out"] = std::to_string(spec->held_out.size()) + " injection(s) of AKA's held_out_shapes.yaml";
+  result["held_out"] = heldOutNote;
   result["score"] = env.measure_performance ? json(arenaScore(compileOk, correct, speedup)) : json(nullptr);
   result["aka"] = {{"speedup", correct && env.measure_performance ? json(akaSpeedup) : json(nullptr)},
                    {"score", env.measure_performance ? json(arenaScore(compileOk, correct, akaSpeedup)) : json(nullptr)},
@@ -635,10 +712,10 @@ Result<json> validateWrappedTask(const Task& task, const ScoringEnvironment& env
                      {"failure", baseline->value("failure", std::string())}};
   if (!(*baseline)["correct"].get<bool>())
     problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string()));
-  if (!spec->held_out.empty()) {
+  if (!spec->held_out.empty() || !spec->generated.shapes.empty()) {
     out["baseline"]["held_out_correct"] = (*baseline)["held_out_correct"];
     if (!(*baseline)["held_out_correct"].get<bool>())
-      problems.push_back("the baseline does not pass the imported held-out shapes");
+      problems.push_back("the baseline does not pass the held-out shapes (" + baseline->value("held_out", std::string()) + ")");
   }
   auto broken = scoreWrappedCandidate(task, brokenTree, workDir / "score-broken", correctnessOnly);
   if (!broken) return broken.error();

@@ -32,6 +32,14 @@ struct WrapSpec {
   std::vector<std::string> compat;
   std::vector<std::string> materialised;
   std::vector<Injection> held_out;  // AKA's held-out shapes, applied to the scorer's copies only
+  // Without them: shapes from akad's rules for the runner's TEST_SHAPES (held_out_rules.h),
+  // candidates until the pristine baseline has passed them.
+  struct Generated {
+    std::string file;
+    bool scalars = false;
+    std::vector<std::vector<std::int64_t>> shapes;
+    std::vector<std::string> rules;
+  } generated;
 };
 Result<WrapSpec> loadWrapSpec(const Task& task);
 

@@ -8,6 +8,7 @@
 
 #include "common/sha256.h"
 #include "daemon/aka/held_out.h"
+#include "daemon/aka/held_out_rules.h"
 #include "daemon/aka/import.h"
 #include "tests/daemon/harness.h"
 
@@ -108,4 +109,64 @@ TEST(AkaHeldOut, ImportKeepsTheShapesFromTheAgentAndChecksThemAgainstThePristine
   EXPECT_NE(spec["held_out_injections"][0]["replacement_code"].get<std::string>().find("(129, 4097)"), std::string::npos);
   for (const auto& e : fs::recursive_directory_iterator(dir / "workspace"))
     if (e.is_regular_file()) EXPECT_EQ(readText(e.path()).find("(129, 4097)"), std::string::npos) << e.path();
+}
+
+TEST(AkaHeldOutRules, PlainShapeListsAreReadAndAnythingElseIsRefused) {
+  auto tuples = parseTestShapes("X = 1\n# (rows, cols)\nTEST_SHAPES = [\n    (4, 128),  # small\n    (64, 1000),\n]\n");
+  ASSERT_TRUE(tuples) << tuples.error().message;
+  EXPECT_FALSE(tuples->scalars);
+  EXPECT_EQ(tuples->shapes, (std::vector<Shape>{{4, 128}, {64, 1000}}));
+  auto ints = parseTestShapes("TEST_SHAPES = [2000, 20000, 60000]\n");
+  ASSERT_TRUE(ints);
+  EXPECT_TRUE(ints->scalars);
+  EXPECT_EQ(ints->shapes.size(), 3u);
+  auto ones = parseTestShapes("TEST_SHAPES = [(7,), (9,)]\n");
+  ASSERT_TRUE(ones);
+  EXPECT_EQ(testShapesCode(ones->shapes, false), "TEST_SHAPES = [\n    (7,),\n    (9,),\n]\n");
+  for (const char* bad : {"TEST_SHAPES = [(1 << 20, 4)]\n", "TEST_SHAPES = [(4, 'silu')]\n", "TEST_SHAPES = [(4, [8, 12], 64)]\n",
+                          "TEST_SHAPES = [(4, 8), 16]\n", "TEST_SHAPES = [(4, 8), (1, 2, 3)]\n", "TEST_SHAPES = []\n", "SHAPES = [1]\n"})
+    EXPECT_FALSE(parseTestShapes(bad)) << bad;
+}
+
+TEST(AkaHeldOutRules, TheRulesMakeNewBoundedShapesDeterministically) {
+  const ShapeList visible{{{4, 128, 8}, {8, 256, 16}, {16, 512, 32}}, false};
+  const auto g = generateShapes(visible);
+  std::vector<std::pair<Shape, std::string>> got;
+  for (const auto& s : g) got.push_back({s.shape, s.rule});
+  const std::vector<std::pair<Shape, std::string>> want = {
+      {{5, 131, 11}, "prime"}, {{17, 521, 37}, "prime"}, {{11, 257, 17}, "prime"},
+      {{16, 1024, 32}, "scaled-up"}, {{3, 65, 5}, "scaled-down"}, {{16, 32, 512}, "aspect"}};
+  EXPECT_EQ(got, want);
+  std::int64_t largest = 16 * 512 * 32;
+  for (const auto& s : g) {
+    EXPECT_EQ(std::find(visible.shapes.begin(), visible.shapes.end(), s.shape), visible.shapes.end());
+    std::int64_t e = 1;
+    for (auto d : s.shape) e *= d;
+    EXPECT_LE(e, 4 * largest);
+  }
+  EXPECT_EQ(generateShapes(visible).size(), g.size());
+  EXPECT_EQ(generateShapes(visible, 2).size(), 2u);
+  EXPECT_EQ(testShapesCode({{5, 131, 11}}, false), "TEST_SHAPES = [\n    (5, 131, 11),\n]\n");
+}
+
+TEST(AkaHeldOutRules, ImportGeneratesForPlainListsAndSaysWhyNotForOthers) {
+  test::TempDir tmp;
+  ImportOptions o;
+  o.checkout = kFixture;
+  o.platform = Platform::Nvidia;
+  o.stateDir = tmp / "state";
+  o.selectors = {"triton2triton/vllm/triton_scale_rows"};
+  auto r = importCheckout(o);
+  ASSERT_TRUE(r) << r.error().message;
+  const ImportedTask& t = r->tasks.at(0);
+  EXPECT_GT(t.held_out_generated, 0u);
+  auto spec = json::parse(readText(importedTasksRoot(o.stateDir) / t.id / "aka.json"));
+  EXPECT_EQ(spec["held_out_generated"]["file"], "scripts/task_runner.py");
+  EXPECT_EQ(spec["held_out_generated"]["shapes"].size(), t.held_out_generated);
+  // With AKA's own held-out files the rules stay out of it.
+  o.heldOutDir = kHeldOut;
+  auto withFiles = importCheckout(o);
+  ASSERT_TRUE(withFiles);
+  EXPECT_EQ(withFiles->tasks.at(0).held_out_generated, 0u);
+  EXPECT_EQ(withFiles->tasks.at(0).held_out_injections, 1u);
 }

@@ -44,6 +44,7 @@ class AkaWrapScoring : public ::testing::Test {
     o.platform = aka::Platform::Nvidia;
     o.stateDir = tmp_ / "state";
     o.heldOutDir = AKA_CPU_HELD_OUT;
+    o.selectors = {"triton2triton/cpu/py_dot"};
     auto r = aka::importCheckout(o);
     ASSERT_TRUE(r) << r.error().message;
     ASSERT_EQ(r->tasks.size(), 1u);
@@ -113,6 +114,44 @@ TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
   for (const json& c : j["gates"]["held_out_performance"]["cases"]) heldCases.push_back(c["case"]);
   EXPECT_EQ(heldCases, (std::vector<std::string>{"n_3001", "n_30011", "n_7919"}));
   EXPECT_TRUE(j["gates"]["held_out_baseline"]["pass"].get<bool>());
+}
+
+// Without AKA's held-out files: akad's rules make sizes from the runner's TEST_SHAPES = [1000,
+// 4000], and the pristine baseline, made for even sizes only, decides which stay.
+TEST_F(AkaWrapScoring, GeneratedHeldOutSizesAreKeptOnlyWhereThePristineBaselinePasses) {
+  aka::ImportOptions o;
+  o.checkout = kCpuCheckout;
+  o.platform = aka::Platform::Nvidia;
+  o.stateDir = tmp_ / "state";
+  o.selectors = {"triton2triton/cpu/py_pairsum"};
+  auto r = aka::importCheckout(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->tasks.at(0).held_out_generated, 4u) << r->tasks.at(0).toJson(false).dump();
+  auto task = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks.at(0).id);
+  ASSERT_TRUE(task) << task.error().message;
+  const fs::path tree = tmp_ / "pairsum";
+  ASSERT_TRUE(copyTree(task->workspaceDir(), tree).ok());
+  std::ofstream(tree / "source/py_pairsum.py") << "def pairsum(a):\n    return [x + y for x, y in zip(a[0::2], a[1::2])]\n";
+
+  auto s = scoreCandidate(*task, tree, tmp_ / "score-pairsum", environment());
+  ASSERT_TRUE(s) << s.error().message;
+  const json& gen = (*s)["held_out_generated"];
+  ASSERT_EQ(gen["kept"].size(), 1u) << s->dump(2);
+  EXPECT_EQ(gen["kept"][0]["shape"], json::array({8000}));
+  EXPECT_EQ(gen["kept"][0]["rule"], "scaled-up");
+  EXPECT_EQ(gen["dropped"].size(), 3u);  // 1009, 4001 (prime) and 501 (scaled down): odd
+  EXPECT_TRUE((*s)["held_out_correct"].get<bool>()) << s->dump(2);
+  std::vector<std::string> cases;
+  for (const json& c : (*s)["gates"]["held_out_performance"]["cases"]) cases.push_back(c["case"]);
+  EXPECT_EQ(cases, std::vector<std::string>{"n_8000"});
+  EXPECT_NE((*s)["held_out"].get<std::string>().find("1 of 4 shapes"), std::string::npos);
+
+  // Decided once per task version: a second scoring tries no shape again.
+  auto again = scoreCandidate(*task, tree, tmp_ / "score-pairsum-2", environment());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ((*again)["held_out_generated"], gen);
+  for (const auto& e : fs::directory_iterator(tmp_ / "score-pairsum-2" / "logs"))
+    EXPECT_EQ(e.path().filename().string().find("held-out-trial"), std::string::npos) << e.path();
 }
 
 TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
