@@ -23,6 +23,8 @@
 #include "common/root_only_dir.h"
 #include "common/trusted_dir.h"
 #include "common/unique_fd.h"
+#include "daemon/aka/import.h"
+#include "daemon/aka/methods.h"
 #include "daemon/audit.h"
 #include "daemon/context.h"
 #include "daemon/daemon_methods.h"
@@ -40,8 +42,6 @@
 #include "daemon/server.h"
 #include "daemon/store.h"
 #include "daemon/task_catalog.h"
-#include "daemon/aka/import.h"
-#include "daemon/aka/methods.h"
 
 namespace fs = std::filesystem;
 using namespace akad;

@@ -258,8 +258,8 @@ Result<Task> loadTask(const fs::path& dir) {
   } else {
     std::set<std::string> names;
     t.visible = loadConfigs(check, configs, "visible", names);
-    // An imported AgentKernelArena task (daemon/aka/) has no held-out configurations until
-    // they are imported or generated for it (docs/aka.md).
+    // An imported AgentKernelArena task (daemon/aka/) keeps its held-out shapes, if it has any,
+    // where only its wrap scorer reads them (aka.json; docs/aka.md), not as configurations.
     t.held_out = loadConfigs(check, configs, "held_out", names, /*mayBeEmpty=*/t.harness == "aka-wrap");
   }
 
