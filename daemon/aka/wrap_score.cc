@@ -422,6 +422,8 @@ Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, cons
 
 }  // namespace
 
+const char* seedRemapSiteCustomize() { return kSiteCustomize; }
+
 Result<WrapSpec> loadWrapSpec(const Task& task) {
   auto text = readFileLimited(task.dir / "aka.json", kMaxSpecBytes);
   if (!text) return Error{"task " + task.id + " has no readable aka.json: " + text.error().message};

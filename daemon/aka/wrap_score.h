@@ -49,6 +49,10 @@ Result<WrapSpec> loadWrapSpec(const Task& task);
 // Host/wall-time keys are not kernel times and are refused, as AKA does. Keyed by test_case_id.
 using CaseTimes = std::map<std::string, double>;
 Result<CaseTimes> parsePerformanceReport(const std::string& json, const std::string& taskType, bool torchOriginal);
+// The sitecustomize.py every wrapped harness process imports: it re-maps torch.manual_seed(s)
+// with the salt in AKAD_SEED_SALT (and removes the variable from os.environ).
+const char* seedRemapSiteCustomize();
+
 // The performance report AKA would read in a workspace (the first that exists of its paths).
 std::filesystem::path findPerformanceReport(const std::filesystem::path& workspace);
 // AKA's rule for a correctness command that exits 0: output saying "fail" and never "pass"

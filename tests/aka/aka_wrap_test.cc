@@ -295,3 +295,28 @@ TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
                 (*s)["stage_wall_s"].dump().c_str());
   }
 }
+
+// torch is not installed on the machines that run the unit tests: a stand-in module named torch
+// records the seed it is given, which is all the re-mapping touches.
+TEST(AkaSeeds, TorchManualSeedIsRemappedWithTheScoringsSalt_FakeTorch) {
+  test::TempDir tmp;
+  fs::create_directories(tmp / "site");
+  fs::create_directories(tmp / "fake/torch");
+  std::ofstream(tmp / "site/sitecustomize.py") << aka::seedRemapSiteCustomize();
+  std::ofstream(tmp / "fake/torch/__init__.py") << "from . import random\nseeds = []\n\ndef manual_seed(s):\n    seeds.append(s)\n";
+  std::ofstream(tmp / "fake/torch/random.py") << "def manual_seed(s):\n    raise RuntimeError('not re-mapped')\n";
+  const std::string script =
+      "import os, torch\ntorch.manual_seed(42)\ntorch.random.manual_seed(7)\n"
+      "print(torch.seeds, os.environ.get('AKAD_SEED_SALT'))\n";
+  const std::string path = "PYTHONPATH=" + (tmp / "site").string() + ":" + (tmp / "fake").string();
+  auto salted = test::runCommand({"/usr/bin/env", path, "AKAD_SEED_SALT=123", "python3", "-c", script});
+  ASSERT_EQ(salted.exitCode, 0) << salted.err;
+  const unsigned long long mul = 6364136223846793005ull;
+  auto remap = [&](unsigned long long s) {
+    return std::to_string(static_cast<unsigned long long>((static_cast<unsigned __int128>(s) * mul + 123) % (1ull << 63)));
+  };
+  EXPECT_EQ(salted.out, "[" + remap(42) + ", " + remap(7) + "] None\n");
+  auto plain = test::runCommand({"/usr/bin/env", path, "python3", "-c", script});
+  ASSERT_NE(plain.exitCode, 0);  // without a salt nothing is re-mapped: the stand-in's random.manual_seed raises
+  EXPECT_NE(plain.err.find("not re-mapped"), std::string::npos) << plain.err;
+}
