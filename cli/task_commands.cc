@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/aka_commands.h"
 #include "cli/json_text.h"
 #include "cli/options.h"
 
@@ -27,6 +28,7 @@ int runTasksList() {
     std::printf("%-28s %-4s %-9s %-8d %-9d %s\n", str(t, "id").c_str(), t.value("gpu", false) ? "yes" : "no",
                 str(t, "image").c_str(), t.value("visible", 0), t.value("held_out", 0), str(t, "title").c_str());
   for (const json& e : result->at("errors")) std::cout << "invalid: " << e.get<std::string>() << "\n";
+  printAkaTaskListing(*result);
   return result->at("errors").empty() ? kExitOk : kExitDaemonError;
 }
 
@@ -67,6 +69,7 @@ void addTaskCommands(CLI::App& app, int& exitCode) {
   validate->add_option("tasks", *validateSel, "Task selectors (default: every task)");
   validate->add_option("--min-speedup", *minSpeedup, "The solution must be faster than this")->capture_default_str();
   validate->callback([&exitCode, validateSel, minSpeedup] { exitCode = runTasksValidate(*validateSel, *minSpeedup); });
+  addAkaTaskCommands(*tasks, exitCode);
 
 }
 

@@ -20,7 +20,7 @@ namespace {
 
 // The methods that change state for someone: always recorded.
 const std::set<std::string>& mutatingMethods() {
-  static const std::set<std::string> m = {"run.submit", "run.cancel", "run.reproduce", "tasks.validate", "snapshot.gc"};
+  static const std::set<std::string> m = {"run.submit", "run.cancel", "run.reproduce", "tasks.validate", "tasks.import", "snapshot.gc"};
   return m;
 }
 

@@ -24,6 +24,8 @@
 #include "common/root_only_dir.h"
 #include "common/trusted_dir.h"
 #include "common/unique_fd.h"
+#include "daemon/aka/import.h"
+#include "daemon/aka/methods.h"
 #include "daemon/audit.h"
 #include "daemon/context.h"
 #include "daemon/daemon_methods.h"
@@ -361,6 +363,7 @@ Status startServing(boost::asio::io_context& io, boost::asio::signal_set& signal
   registerDaemonMethods(f.methods, context);
   registerRunMethods(f.methods, context);
   registerPipelineMethods(f.methods, context);
+  registerAkaMethods(f.methods, context);
 
   ServerOptions options;
   options.socketPath = o.socketPath;
@@ -434,6 +437,7 @@ int main(int argc, char** argv) {
   boost::asio::io_context io(1);
   EventBus events;
   TaskCatalog catalog(o.tasksDir);
+  catalog.addRoot(aka::importedTasksRoot(o.stateDir));  // AgentKernelArena tasks (docs/aka.md)
   DaemonContext context{.store = *state->store,
                         .events = events,
                         .tasks = catalog,

@@ -12,14 +12,12 @@ namespace akad {
 
 namespace fs = std::filesystem;
 
-Result<std::vector<std::string>> TaskCatalog::list() const {
+namespace {
+
+// Task ids under one tasks root.
+Status scanRoot(const fs::path& root, std::vector<std::string>& ids) {
   std::error_code ec;
-  if (!fs::is_directory(root_, ec)) {
-    return Error{"tasks directory " + root_.string() + " does not exist or is not a directory",
-                 protocol::kNoTasksMatch};
-  }
-  std::vector<std::string> ids;
-  for (fs::directory_iterator suite(root_, ec), end; !ec && suite != end; suite.increment(ec)) {
+  for (fs::directory_iterator suite(root, ec), end; !ec && suite != end; suite.increment(ec)) {
     if (!suite->is_directory(ec)) continue;
     std::error_code ec2;
     for (fs::directory_iterator task(suite->path(), ec2); !ec2 && task != end; task.increment(ec2)) {
@@ -29,9 +27,34 @@ Result<std::vector<std::string>> TaskCatalog::list() const {
       }
     }
   }
-  if (ec) return Error{"cannot scan tasks directory " + root_.string() + ": " + ec.message(), 0};
+  if (ec) return Error{"cannot scan tasks directory " + root.string() + ": " + ec.message(), 0};
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> TaskCatalog::list() const {
+  std::error_code ec;
+  if (!fs::is_directory(root_, ec)) {
+    return Error{"tasks directory " + root_.string() + " does not exist or is not a directory",
+                 protocol::kNoTasksMatch};
+  }
+  std::vector<std::string> ids;
+  if (auto s = scanRoot(root_, ids); !s) return s.error();
+  for (const fs::path& extra : extraRoots_)
+    if (fs::is_directory(extra, ec))
+      if (auto s = scanRoot(extra, ids); !s) return s.error();
   std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
+}
+
+fs::path TaskCatalog::rootOf(const std::string& id) const {
+  std::error_code ec;
+  if (fs::is_regular_file(root_ / id / "task.yaml", ec)) return root_;
+  for (const fs::path& extra : extraRoots_)
+    if (fs::is_regular_file(extra / id / "task.yaml", ec)) return extra;
+  return root_;
 }
 
 Result<std::vector<std::string>> TaskCatalog::resolve(const std::vector<std::string>& selectors) const {
@@ -69,7 +92,7 @@ Result<std::vector<std::string>> TaskCatalog::resolve(const std::vector<std::str
 }
 
 Result<Task> TaskCatalog::load(const std::string& id) const {
-  auto t = loadTask(root_ / id);
+  auto t = loadTask(rootOf(id) / id);
   if (!t) return Error{t.error().message, protocol::kInvalidParams};
   return t;
 }

@@ -15,7 +15,13 @@ class TaskCatalog {
  public:
   explicit TaskCatalog(std::filesystem::path root) : root_(std::move(root)) {}
 
+  // The tasks root given at start-up (--tasks-dir).
   const std::filesystem::path& root() const { return root_; }
+  // A further tasks root akad owns (the imported AgentKernelArena tasks, daemon/aka/), scanned
+  // after root(); it may not exist yet. Its suites must not repeat root()'s: the first wins.
+  void addRoot(std::filesystem::path root) { extraRoots_.push_back(std::move(root)); }
+  // The root that holds a task id ("suite/task"), root() when none does.
+  std::filesystem::path rootOf(const std::string& id) const;
 
   // All task ids ("suite/task"), sorted. Scanned on each call so new task folders count at once.
   Result<std::vector<std::string>> list() const;
@@ -30,6 +36,7 @@ class TaskCatalog {
 
  private:
   std::filesystem::path root_;
+  std::vector<std::filesystem::path> extraRoots_;
 };
 
 }  // namespace akad

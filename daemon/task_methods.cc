@@ -3,6 +3,8 @@
 #include <memory>
 #include <thread>
 
+#include "daemon/aka/import.h"
+#include "daemon/aka/methods.h"
 #include "daemon/background_jobs.h"
 #include "daemon/gpu_leases.h"
 #include "daemon/pipeline/files.h"
@@ -106,11 +108,16 @@ void registerTaskMethods(MethodTable& table, DaemonContext& ctx) {
   table.addOffloaded("tasks.list", [&ctx](const Peer&, const json& params) -> Result<json> {
     if (auto s = proto::allowOnly(params, {}); !s) return s.error();
     auto scan = scanTasks(ctx.tasks.root());
+    // Imported AgentKernelArena tasks are tasks like any other; "aka" adds every verdict of
+    // their imports, the refused ones with their reasons (daemon/aka/).
+    auto imported = scanTasks(aka::importedTasksRoot(ctx.stateDir));
+    scan.tasks.insert(scan.tasks.end(), imported.tasks.begin(), imported.tasks.end());
+    scan.errors.insert(scan.errors.end(), imported.errors.begin(), imported.errors.end());
     json tasks = json::array();
     for (const auto& t : scan.tasks)
       tasks.push_back({{"id", t.id}, {"title", t.title}, {"gpu", t.gpu}, {"image", t.image},
                        {"hash", t.content_hash}, {"visible", t.visible.size()}, {"held_out", t.held_out.size()}});
-    return json{{"tasks", tasks}, {"errors", scan.errors}};
+    return json{{"tasks", tasks}, {"errors", scan.errors}, {"aka", akaTaskListing(ctx.stateDir)}};
   });
 
   table.addStream("tasks.validate", [&ctx](const Peer& peer, const json& params, std::shared_ptr<Responder> r) {

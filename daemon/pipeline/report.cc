@@ -57,6 +57,12 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
                 {"held_out_correct", flag(r, "held_out_correct")},
                 {"held_out_speedup", flag(r, "held_out_correct") ? json(number(r, "held_out_speedup")) : json(nullptr)},
                 {"score", number(r, "score")}};
+    // A wrapped AgentKernelArena task's result carries AKA's own figures beside akad's (docs/aka.md).
+    if (r.is_object() && r.contains("mode")) row["mode"] = r["mode"];
+    if (r.is_object() && r.contains("aka") && r["aka"].is_object()) {
+      row["aka_speedup"] = r["aka"].value("speedup", json(nullptr));
+      row["aka_score"] = r["aka"].value("score", json(nullptr));
+    }
     if (r.is_object() && r.contains("failure")) row["failure"] = r["failure"];
     else if (!a.error.empty()) row["failure"] = a.error;
     perTask.push_back(row);

@@ -1,6 +1,7 @@
 #include "daemon/pipeline/score.h"
 
 #include "common/log.h"
+#include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/gate_runner.h"
 #include "daemon/pipeline/gates.h"
@@ -111,6 +112,8 @@ void scorePhase(const GateRunner& g, const fs::path& trusted, const Phase& p, co
 
 Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, const fs::path& workDir,
                             const ScoringEnvironment& env) {
+  // An imported AgentKernelArena task is scored by its own harness (docs/aka.md).
+  if (task.harness == "aka-wrap") return aka::scoreWrappedCandidate(task, candidateTree, workDir, env);
   // Wall time of every stage, for the result and the log: where a scoring's time goes.
   StageClock clock("trusted build");
   auto notify = [&](const std::string& gateName) {

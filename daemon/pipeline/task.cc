@@ -132,10 +132,12 @@ nlohmann::json yamlToJson(const YAML::Node& n) {
 }
 
 std::vector<nlohmann::json> loadConfigs(TaskChecker& check, const YAML::Node& configs,
-                                        const std::string& key, std::set<std::string>& names) {
+                                        const std::string& key, std::set<std::string>& names,
+                                        bool mayBeEmpty = false) {
   std::vector<nlohmann::json> out;
   const YAML::Node list = configs[key];
   const std::string field = "configs." + key;
+  if (mayBeEmpty && list && list.IsSequence() && list.size() == 0) return out;
   if (!list || !list.IsSequence() || list.size() == 0) {
     check.fail(field, "must be a non-empty list of configurations");
     return out;
@@ -256,7 +258,9 @@ Result<Task> loadTask(const fs::path& dir) {
   } else {
     std::set<std::string> names;
     t.visible = loadConfigs(check, configs, "visible", names);
-    t.held_out = loadConfigs(check, configs, "held_out", names);
+    // An imported AgentKernelArena task (daemon/aka/) keeps its held-out shapes, if it has any,
+    // where only its wrap scorer reads them (aka.json; docs/aka.md), not as configurations.
+    t.held_out = loadConfigs(check, configs, "held_out", names, /*mayBeEmpty=*/t.harness == "aka-wrap");
   }
 
   const YAML::Node tol = root["tolerances"];

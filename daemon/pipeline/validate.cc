@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 
 namespace fs = std::filesystem;
@@ -25,6 +26,8 @@ json summary(const json& r) {
 
 Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const fs::path& workDir,
                           double minSpeedup) {
+  // An imported AgentKernelArena task has no reference solution: baseline and broken only.
+  if (task.harness == "aka-wrap") return aka::validateWrappedTask(task, env, workDir);
   std::error_code ec;
   fs::remove_all(workDir, ec);
   const fs::path solutionTree = workDir / "solution-tree";

@@ -1,0 +1,174 @@
+// The trust mapping of wrapped AKA tasks (daemon/aka/trust.h): the scorer's workspace is the
+// pristine imported folder plus only what the agent may edit, so an agent's edit to AKA's
+// evaluator files never reaches the scorer; for rocmbench files that hold kernel and tests
+// together only the target kernel definitions are taken.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "daemon/aka/import.h"
+#include "daemon/aka/trust.h"
+#include "daemon/pipeline/files.h"
+#include "tests/daemon/harness.h"
+
+namespace fs = std::filesystem;
+using namespace akad;
+using namespace akad::aka;
+
+namespace {
+
+const fs::path kFixture = AKA_FIXTURE_CHECKOUT;
+
+std::string readText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void writeText(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+bool listed(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// Imports one fixture task and gives its pristine folder, its mapping and an agent's copy of it
+// (with the files akad adds to every agent workspace).
+struct Imported {
+  test::TempDir tmp;
+  fs::path pristine, agent;
+  TrustMapping mapping;
+  explicit Imported(const std::string& name) {
+    ImportOptions o;
+    o.checkout = kFixture;
+    o.selectors = {name};
+    o.stateDir = tmp / "state";
+    auto r = importCheckout(o);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    if (!r) return;
+    const ImportedTask& t = r->tasks.at(0);
+    EXPECT_TRUE(t.imported) << t.name;
+    pristine = importedTasksRoot(o.stateDir) / t.id / "workspace";
+    auto spec = nlohmann::json::parse(readText(importedTasksRoot(o.stateDir) / t.id / "aka.json"));
+    mapping.editable = spec["editable"].get<std::vector<std::string>>();
+    mapping.splice_functions = spec["splice_functions"].get<std::vector<std::string>>();
+    agent = tmp / "agent";
+    EXPECT_TRUE(copyTree(pristine, agent).ok());
+    writeText(agent / "PROMPT.md", "prompt\n");
+    writeText(agent / "configs.json", "{}\n");
+    writeText(agent / "harness/akacheck", "x\n");
+  }
+};
+
+}  // namespace
+
+TEST(AkaTrust, AnAgentEditToTheEvaluatorIsIgnoredAndListed) {
+  Imported w("hip2hip/gpumode/ScaledRelu");
+  // The agent improves its kernel, and also rewrites AKA's correctness check to always pass,
+  // deletes the perf tool and adds a file.
+  writeText(w.agent / "hip/hip_scaled_relu.hip", readText(w.agent / "hip/hip_scaled_relu.hip") + "// faster\n");
+  writeText(w.agent / "eval_tools/correctness_check.py", "print('correctness: PASS')\n");
+  fs::remove(w.agent / "eval_tools/cal_kernel_perf.py");
+  writeText(w.agent / "notes.txt", "scratch\n");
+
+  const fs::path dest = w.tmp / "score";
+  auto ws = assembleWrappedWorkspace(w.mapping, w.pristine, w.agent, dest);
+  ASSERT_TRUE(ws) << ws.error().message;
+  EXPECT_EQ(ws->taken, std::vector<std::string>{"hip/hip_scaled_relu.hip"});
+  EXPECT_EQ(readText(dest / "hip/hip_scaled_relu.hip"), readText(w.agent / "hip/hip_scaled_relu.hip"));
+  EXPECT_EQ(readText(dest / "eval_tools/correctness_check.py"), readText(w.pristine / "eval_tools/correctness_check.py"));
+  EXPECT_TRUE(fs::exists(dest / "eval_tools/cal_kernel_perf.py"));
+  EXPECT_FALSE(fs::exists(dest / "notes.txt"));
+  EXPECT_TRUE(listed(ws->ignored, "eval_tools/correctness_check.py (changed)"));
+  EXPECT_TRUE(listed(ws->ignored, "eval_tools/cal_kernel_perf.py (deleted)"));
+  EXPECT_TRUE(listed(ws->ignored, "notes.txt (added)"));
+  EXPECT_EQ(ws->ignored.size(), 3u);  // PROMPT.md, configs.json and harness/ are akad's, not changes
+}
+
+TEST(AkaTrust, Torch2HipAgentMayNotEditThePyTorchReference) {
+  Imported w("torch2hip/gpumode/AddBias");
+  // A reference that computes what a broken kernel does would pass anything.
+  writeText(w.agent / "pytorch_code_module/py_add_bias.py", "class Model: pass\n");
+  writeText(w.agent / "hip/hip_add_bias.hip", readText(w.agent / "hip/hip_add_bias.hip") + "// tuned\n");
+  const fs::path dest = w.tmp / "score";
+  auto ws = assembleWrappedWorkspace(w.mapping, w.pristine, w.agent, dest);
+  ASSERT_TRUE(ws) << ws.error().message;
+  EXPECT_EQ(ws->taken, std::vector<std::string>{"hip/hip_add_bias.hip"});
+  EXPECT_EQ(readText(dest / "pytorch_code_module/py_add_bias.py"), readText(w.pristine / "pytorch_code_module/py_add_bias.py"));
+  EXPECT_TRUE(listed(ws->ignored, "pytorch_code_module/py_add_bias.py (changed)"));
+}
+
+TEST(AkaTrust, RocmbenchTakesOnlyTheTargetKernelFromTheTestFile) {
+  Imported w("triton2triton/rocmbench/easy/test_vec_add");
+  const std::string pristine = readText(w.pristine / "test_vec_add.py");
+  // A faster kernel body, and a test weakened to assert nothing.
+  std::string agent = replaced(pristine, "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n",
+                               "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # tuned\n");
+  agent = replaced(agent, "    torch.testing.assert_close(vec_add(x, y), x + y)\n", "    pass\n");
+  writeText(w.agent / "test_vec_add.py", agent);
+  const fs::path dest = w.tmp / "score";
+  auto ws = assembleWrappedWorkspace(w.mapping, w.pristine, w.agent, dest);
+  ASSERT_TRUE(ws) << ws.error().message;
+  const std::string scored = readText(dest / "test_vec_add.py");
+  EXPECT_NE(scored.find("# tuned"), std::string::npos);
+  EXPECT_NE(scored.find("torch.testing.assert_close(vec_add(x, y), x + y)"), std::string::npos);
+  EXPECT_EQ(ws->spliced, std::vector<std::string>{"test_vec_add.py: vec_add_kernel"});
+  EXPECT_TRUE(listed(ws->ignored, "test_vec_add.py (changed outside target_kernel_functions)"));
+  EXPECT_TRUE(ws->taken.empty());
+}
+
+TEST(AkaTrust, DefinitionSpansFollowDecoratorsDocstringsAndColumnZeroParens) {
+  const std::string src = readText(kFixture / "tasks/triton2triton/rocmbench/easy/test_vec_add/test_vec_add.py");
+  auto span = findTopLevelDef(src, "vec_add_kernel");
+  ASSERT_TRUE(span) << span.error().message;
+  ASSERT_TRUE(*span);
+  const std::string def = src.substr((*span)->begin, (*span)->end - (*span)->begin);
+  EXPECT_EQ(def.rfind("@triton.jit\ndef vec_add_kernel(", 0), 0u) << def;
+  EXPECT_NE(def.find("tl.store(out_ptr + offs"), std::string::npos);
+  EXPECT_EQ(def.find("####"), std::string::npos);  // the separator comment after it is not part of it
+  // "def not_a_definition" sits at column 0 inside the docstring: not a definition.
+  auto inDoc = findTopLevelDef(src, "not_a_definition");
+  ASSERT_TRUE(inDoc);
+  EXPECT_FALSE(*inDoc);
+  auto test = findTopLevelDef(src, "test_vec_add");
+  ASSERT_TRUE(test && *test);
+  EXPECT_EQ(src.substr((*test)->begin, 24), "@pytest.mark.parametrize");
+
+  auto twice = findTopLevelDef("def f():\n    pass\n\ndef f():\n    return 1\n", "f");
+  ASSERT_FALSE(twice);
+  EXPECT_NE(twice.error().message.find("defined 2 times"), std::string::npos);
+  auto nested = findTopLevelDef("class A:\n    def f(self):\n        pass\n", "f");
+  ASSERT_TRUE(nested);
+  EXPECT_FALSE(*nested);
+  auto continued = findTopLevelDef("x = 1 + \\\ndef_f = 2\ndef f(a,\n):\n    s = '''\ndef g():\n'''\n    return a\ny = 3\n", "f");
+  ASSERT_TRUE(continued && *continued);
+  EXPECT_EQ(std::string("x = 1 + \\\ndef_f = 2\ndef f(a,\n):\n    s = '''\ndef g():\n'''\n    return a\ny = 3\n")
+                .substr((*continued)->begin, (*continued)->end - (*continued)->begin),
+            "def f(a,\n):\n    s = '''\ndef g():\n'''\n    return a\n");
+}
+
+TEST(AkaTrust, ACandidateThatDropsTheKernelKeepsThePristineOne) {
+  const std::string pristine = "import x\n\n@jit\ndef k(a):\n    return a\n\n\ndef test():\n    assert k(1) == 1\n";
+  const std::string candidate = "import x\n\ndef test():\n    assert True\n";
+  auto r = spliceFunctions(pristine, candidate, {"k"});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->text, pristine);
+  EXPECT_EQ(r->kept, std::vector<std::string>{"k"});
+  EXPECT_TRUE(r->outsideChanged);
+  auto same = spliceFunctions(pristine, pristine, {"k"});
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(same->outsideChanged);
+  EXPECT_EQ(same->text, pristine);
+}

@@ -1,0 +1,322 @@
+// The wrap scorer (daemon/aka/wrap_score.cc) through the real akabox: a task imported from the
+// CPU fixture checkout (plain Python, no GPU, no PyTorch) is scored from candidate trees, so the
+// trust mapping, AKA's gates and the ABBA performance rounds are tried end to end. The GPU
+// families' scoring is the same code with a GPU passed through; their runs are for the GPU host.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "daemon/aka/import.h"
+#include "daemon/aka/wrap_score.h"
+#include "daemon/pipeline/files.h"
+#include "daemon/pipeline/image.h"
+#include "daemon/pipeline/report.h"
+#include "daemon/pipeline/sandbox_run.h"
+#include "daemon/pipeline/task.h"
+#include "daemon/pipeline/validate.h"
+#include "sandbox/gpu_discovery.h"
+#include "tests/daemon/harness.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace akad;
+
+namespace {
+
+constexpr uid_t kSandboxUid = 101000;
+const fs::path kCpuCheckout = AKA_CPU_CHECKOUT;
+
+class AkaWrapScoring : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    parent_ = "akad-test-aka-" + std::to_string(::getpid());
+    setDefaultCgroupParent(parent_);
+    ::setenv("AKABOX", AKABOX_BIN, 1);
+    aka::ImportOptions o;
+    o.checkout = kCpuCheckout;
+    o.platform = aka::Platform::Nvidia;
+    o.stateDir = tmp_ / "state";
+    o.heldOutDir = AKA_CPU_HELD_OUT;
+    o.selectors = {"triton2triton/cpu/py_dot"};
+    auto r = aka::importCheckout(o);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->tasks.size(), 1u);
+    ASSERT_TRUE(r->tasks[0].imported) << r->tasks[0].toJson(false).dump();
+    auto t = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks[0].id);
+    ASSERT_TRUE(t) << t.error().message;
+    task_ = *t;
+    // The scoring directories are made by root here and written by the sandbox uid.
+    ASSERT_EQ(::chmod(tmp_.path().c_str(), 0755), 0);
+  }
+  void TearDown() override {
+    for (const fs::path& c : test::cgroupsUnder(parent_)) ADD_FAILURE() << "cgroup left behind: " << c;
+    for (const fs::path& p : test::cgroupParentDirs(parent_)) ::rmdir(p.c_str());
+  }
+  ScoringEnvironment environment() const {
+    ScoringEnvironment env;
+    env.tasks_root = aka::importedTasksRoot(tmp_ / "state");
+    env.trusted_cache = tmp_ / "state" / "tasks";
+    env.sandbox_uid = env.sandbox_gid = kSandboxUid;
+    return env;
+  }
+  // The agent's workspace: the pristine one, then `edit` applied.
+  fs::path candidate(const std::string& name, const std::function<void(const fs::path&)>& edit) {
+    const fs::path dir = tmp_ / name;
+    EXPECT_TRUE(copyTree(task_.workspaceDir(), dir).ok());
+    edit(dir);
+    return dir;
+  }
+
+  test::TempDir tmp_;
+  std::string parent_;
+  Task task_;
+};
+
+const char* kFastDot = "def dot(a, b):\n    return sum(x * y for x, y in zip(a, b))\n";
+
+}  // namespace
+
+TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
+  const fs::path tree = candidate("fast", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << kFastDot; });
+  auto r = scoreCandidate(task_, tree, tmp_ / "score-fast", environment());
+  ASSERT_TRUE(r) << r.error().message;
+  const json& j = *r;
+  EXPECT_EQ(j["mode"], "wrap");
+  EXPECT_TRUE(j["compiled"].get<bool>()) << j.dump(2);
+  EXPECT_TRUE(j["correct"].get<bool>()) << j.dump(2);
+  EXPECT_EQ(j["taken_files"], json::array({"source/py_dot.py"}));
+  EXPECT_TRUE(j["ignored_changes"].empty()) << j.dump(2);
+  const json& perf = j["gates"]["performance"];
+  EXPECT_EQ(perf["order"], "ABBA");
+  EXPECT_EQ(perf["rounds"], 2);
+  ASSERT_EQ(perf["cases"].size(), 3u) << perf.dump(2);
+  for (const json& c : perf["cases"]) {
+    EXPECT_EQ(c["baseline_ms"].size(), 2u);
+    EXPECT_EQ(c["candidate_ms"].size(), 2u);
+  }
+  // The baseline does its work six times over.
+  EXPECT_GT(j["speedup"].get<double>(), 1.5) << perf.dump(2);
+  EXPECT_GT(j["aka"]["speedup"].get<double>(), 1.5);
+  EXPECT_GT(j["score"].get<double>(), 120.0);
+  EXPECT_EQ(perf["outside_wall_s"]["baseline"].size(), 2u);
+  EXPECT_FALSE(j["seeds"]["torch_manual_seed_salt"].get<std::string>().empty());
+  // The imported held-out sizes, scored apart on fresh copies with the shapes injected.
+  EXPECT_TRUE(j["held_out_correct"].get<bool>()) << j.dump(2);
+  EXPECT_GT(j["held_out_speedup"].get<double>(), 1.5);
+  std::vector<std::string> heldCases;
+  for (const json& c : j["gates"]["held_out_performance"]["cases"]) heldCases.push_back(c["case"]);
+  EXPECT_EQ(heldCases, (std::vector<std::string>{"n_3001", "n_30011", "n_7919"}));
+  EXPECT_TRUE(j["gates"]["held_out_baseline"]["pass"].get<bool>());
+}
+
+// Without AKA's held-out files: akad's rules make sizes from the runner's TEST_SHAPES = [1000,
+// 4000], and the pristine baseline, made for even sizes only, decides which stay.
+TEST_F(AkaWrapScoring, GeneratedHeldOutSizesAreKeptOnlyWhereThePristineBaselinePasses) {
+  aka::ImportOptions o;
+  o.checkout = kCpuCheckout;
+  o.platform = aka::Platform::Nvidia;
+  o.stateDir = tmp_ / "state";
+  o.selectors = {"triton2triton/cpu/py_pairsum"};
+  auto r = aka::importCheckout(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->tasks.at(0).held_out_generated, 4u) << r->tasks.at(0).toJson(false).dump();
+  auto task = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks.at(0).id);
+  ASSERT_TRUE(task) << task.error().message;
+  const fs::path tree = tmp_ / "pairsum";
+  ASSERT_TRUE(copyTree(task->workspaceDir(), tree).ok());
+  std::ofstream(tree / "source/py_pairsum.py") << "def pairsum(a):\n    return [x + y for x, y in zip(a[0::2], a[1::2])]\n";
+
+  auto s = scoreCandidate(*task, tree, tmp_ / "score-pairsum", environment());
+  ASSERT_TRUE(s) << s.error().message;
+  const json& gen = (*s)["held_out_generated"];
+  ASSERT_EQ(gen["kept"].size(), 1u) << s->dump(2);
+  EXPECT_EQ(gen["kept"][0]["shape"], json::array({8000}));
+  EXPECT_EQ(gen["kept"][0]["rule"], "scaled-up");
+  EXPECT_EQ(gen["dropped"].size(), 3u);  // 1009, 4001 (prime) and 501 (scaled down): odd
+  EXPECT_TRUE((*s)["held_out_correct"].get<bool>()) << s->dump(2);
+  std::vector<std::string> cases;
+  for (const json& c : (*s)["gates"]["held_out_performance"]["cases"]) cases.push_back(c["case"]);
+  EXPECT_EQ(cases, std::vector<std::string>{"n_8000"});
+  EXPECT_NE((*s)["held_out"].get<std::string>().find("1 of 4 shapes"), std::string::npos);
+
+  // Decided once per task version: a second scoring tries no shape again.
+  auto again = scoreCandidate(*task, tree, tmp_ / "score-pairsum-2", environment());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ((*again)["held_out_generated"], gen);
+  for (const auto& e : fs::directory_iterator(tmp_ / "score-pairsum-2" / "logs"))
+    EXPECT_EQ(e.path().filename().string().find("held-out-trial"), std::string::npos) << e.path();
+}
+
+TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
+  const fs::path tree = candidate("fitted", [](const fs::path& d) {
+    std::ofstream(d / "source/py_dot.py") << "def dot(a, b):\n    if len(a) in (2000, 20000, 60000):\n"
+                                             "        return sum(x * y for x, y in zip(a, b))\n    return 0.0\n";
+  });
+  auto r = scoreCandidate(task_, tree, tmp_ / "score-fitted", environment());
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE((*r)["correct"].get<bool>()) << r->dump(2);
+  EXPECT_FALSE((*r)["held_out_correct"].get<bool>()) << r->dump(2);
+  EXPECT_TRUE((*r)["held_out_speedup"].is_null());
+  EXPECT_NE((*r)["gates"]["held_out_correctness"]["reason"].get<std::string>().find("correctness: FAIL for n=3001"),
+            std::string::npos) << r->dump(2);
+}
+
+TEST_F(AkaWrapScoring, ThePristineBaselinesCachesAreKeptPerTaskVersionAcrossScorings) {
+  const fs::path tree = candidate("fast", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << kFastDot; });
+  ASSERT_TRUE(scoreCandidate(task_, tree, tmp_ / "score-1", environment()));
+  const fs::path kept = environment().trusted_cache / task_.content_hash / "aka-jit-baseline" / "pycache";
+  // Python's compiled standard library, written by the baseline's first run: a module whose
+  // source does not change between scorings.
+  fs::path cached;
+  for (const auto& e : fs::recursive_directory_iterator(kept))
+    if (e.path().filename().string().rfind("random.", 0) == 0 && e.path().extension() == ".pyc") cached = e.path();
+  ASSERT_FALSE(cached.empty()) << "no compiled random module under " << kept;
+  const auto firstWrite = fs::last_write_time(cached);
+  // The candidate's caches live in its scoring directory only.
+  EXPECT_TRUE(fs::exists(tmp_ / "score-1" / "jit-candidate" / "pycache"));
+  EXPECT_FALSE(fs::exists(tmp_ / "score-1" / "jit-baseline"));
+
+  auto second = scoreCandidate(task_, tree, tmp_ / "score-2", environment());
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_TRUE((*second)["correct"].get<bool>());
+  EXPECT_EQ(fs::last_write_time(cached), firstWrite) << "the kept bytecode was written again: " << cached;
+}
+
+TEST_F(AkaWrapScoring, AnEditToTheEvaluatorIsIgnoredSoAWrongKernelFails) {
+  // The kernel is wrong, and the agent rewrote AKA's runner to pass whatever it is given.
+  const fs::path tree = candidate("cheat", [](const fs::path& d) {
+    std::ofstream(d / "source/py_dot.py") << "def dot(a, b):\n    return 0.0\n";
+    std::ofstream(d / "scripts/task_runner.py") << "print('correctness: PASS')\n";
+  });
+  auto r = scoreCandidate(task_, tree, tmp_ / "score-cheat", environment());
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE((*r)["compiled"].get<bool>()) << r->dump(2);
+  EXPECT_FALSE((*r)["correct"].get<bool>()) << r->dump(2);
+  EXPECT_NE((*r)["failure"].get<std::string>().find("correctness: FAIL"), std::string::npos) << r->dump(2);
+  EXPECT_EQ((*r)["ignored_changes"], json::array({"scripts/task_runner.py (changed)"}));
+  EXPECT_EQ((*r)["score"], 20.0);
+}
+
+TEST_F(AkaWrapScoring, ValidationPassesThePristineBaselineAndRejectsABrokenOne) {
+  auto v = validateTask(task_, environment(), tmp_ / "validate", 1.2);
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_TRUE((*v)["ok"].get<bool>()) << v->dump(2);
+  EXPECT_TRUE((*v)["baseline"]["correct"].get<bool>());
+  EXPECT_TRUE((*v)["baseline"]["held_out_correct"].get<bool>()) << v->dump(2);
+  EXPECT_FALSE((*v)["broken"]["compiled"].get<bool>()) << v->dump(2);
+}
+
+TEST(AkaReports, TimesAreReadWithAkasKeysAndHostTimesRefused) {
+  auto list = aka::parsePerformanceReport(
+      R"([{"test_case_id": "a", "execution_time_ms": 2.0, "wall_time_ms": 9},
+          {"test_case_id": "b", "timing_ms": {"median": 3.0}},
+          {"test_case_id": "c", "wall_time_ms": 4.0},
+          {"time": 1500}])",
+      "triton2triton", false);
+  ASSERT_TRUE(list) << list.error().message;
+  EXPECT_EQ(list->size(), 3u);
+  EXPECT_EQ(list->at("a"), 2.0);
+  EXPECT_EQ(list->at("b"), 3.0);
+  EXPECT_FALSE(list->count("c"));
+  EXPECT_EQ(list->at("test_case_3"), 1500000.0);  // AKA reads an "execution time" >= 1000 as seconds
+  auto torch = R"({"test_cases": [{"test_case_id": "x", "ori_time": 5.0, "opt_time": 2.5}]})";
+  EXPECT_EQ(aka::parsePerformanceReport(torch, "torch2hip", false)->at("x"), 2.5);
+  EXPECT_EQ(aka::parsePerformanceReport(torch, "torch2hip", true)->at("x"), 5.0);
+  EXPECT_FALSE(aka::parsePerformanceReport("[{\"test_case_id\": \"d\", \"time_ms\": 1}, {\"test_case_id\": \"d\", \"time_ms\": 2}]",
+                                           "triton2triton", false));
+  EXPECT_FALSE(aka::parsePerformanceReport("not json", "triton2triton", false));
+  EXPECT_TRUE(aka::akaOutputSaysFail("test FAILED\n"));
+  EXPECT_FALSE(aka::akaOutputSaysFail("1 failed, 3 passed"));
+  EXPECT_FALSE(aka::akaOutputSaysFail("all good"));
+}
+
+TEST(AkaReports, ARunReportShowsAkasOwnScoreBesideAkads) {
+  AttemptOutcome wrapped{"a-1", "aka-triton2triton-vllm/x", "scored",
+                         {{"mode", "wrap"}, {"compiled", true}, {"correct", true}, {"speedup", 1.5}, {"score", 270.0},
+                          {"held_out_correct", false}, {"aka", {{"speedup", 2.0}, {"score", 320.0}}}},
+                         ""};
+  AttemptOutcome native{"a-2", "cpu/softmax", "scored", {{"compiled", true}, {"correct", false}, {"score", 20.0}}, ""};
+  json report = runReport({wrapped, native});
+  const json& rows = report["per_attempt"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["mode"], "wrap");
+  EXPECT_EQ(rows[0]["speedup"], 1.5);
+  EXPECT_EQ(rows[0]["aka_speedup"], 2.0);
+  EXPECT_EQ(rows[0]["aka_score"], 320.0);
+  EXPECT_FALSE(rows[1].contains("aka_score"));
+}
+
+// On a host with an NVIDIA GPU and the torch image's Python: the pristine baseline of each
+// Triton family of the fixture checkout passes AKA's own gates in wrap mode, timed against
+// itself (so about 1x). The HIP families need the compat layer (docs/aka.md, "Not built yet").
+TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
+  auto gpus = gpu::discoverGpus();
+  std::string gpuId;
+  if (gpus)
+    for (const auto& g : *gpus)
+      if (g.vendor == "nvidia" && gpuId.empty()) gpuId = g.id;
+  if (gpuId.empty()) GTEST_SKIP() << "no NVIDIA GPU on this host; this test is for the GPU host";
+  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
+  if (!image) GTEST_SKIP() << "the torch image is not usable here: " << image.error().message;
+  if (!fs::exists("/opt/torch/.venv/bin/python3")) GTEST_SKIP() << "no /opt/torch/.venv (the torch image's Python)";
+
+  aka::ImportOptions o;
+  o.checkout = AKA_FIXTURE_CHECKOUT;
+  o.platform = aka::Platform::Nvidia;
+  o.stateDir = tmp_ / "gpu-state";
+  o.selectors = {"triton2triton/vllm/triton_plain_copy", "triton2triton/vllm/triton_scale_rows",
+                 "triton2triton/rocmbench/easy/test_vec_add"};
+  auto r = aka::importCheckout(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ScoringEnvironment env = environment();
+  env.image = *image;
+  env.gpus = {gpuId};
+  for (const auto& t : r->tasks) {
+    ASSERT_TRUE(t.imported) << t.toJson(false).dump();
+    auto task = loadTask(aka::importedTasksRoot(o.stateDir) / t.id);
+    ASSERT_TRUE(task) << task.error().message;
+    const auto start = std::chrono::steady_clock::now();
+    auto s = scoreCandidate(*task, task->workspaceDir(), tmp_ / ("score-" + t.id.substr(t.id.find('/') + 1)), env);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)["correct"].get<bool>()) << t.name << ": " << s->dump(2);
+    if ((*s)["correct"].get<bool>()) {
+      EXPECT_GT((*s)["speedup"].get<double>(), 0.5) << t.name;
+      EXPECT_LT((*s)["speedup"].get<double>(), 2.0) << t.name;
+    }
+    std::printf("%s: scored in %.1f s (stages %s)\n", t.name.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                (*s)["stage_wall_s"].dump().c_str());
+  }
+}
+
+// torch is not installed on the machines that run the unit tests: a stand-in module named torch
+// records the seed it is given, which is all the re-mapping touches.
+TEST(AkaSeeds, TorchManualSeedIsRemappedWithTheScoringsSalt_FakeTorch) {
+  test::TempDir tmp;
+  fs::create_directories(tmp / "site");
+  fs::create_directories(tmp / "fake/torch");
+  std::ofstream(tmp / "site/sitecustomize.py") << aka::seedRemapSiteCustomize();
+  std::ofstream(tmp / "fake/torch/__init__.py") << "from . import random\nseeds = []\n\ndef manual_seed(s):\n    seeds.append(s)\n";
+  std::ofstream(tmp / "fake/torch/random.py") << "def manual_seed(s):\n    raise RuntimeError('not re-mapped')\n";
+  const std::string script =
+      "import os, torch\ntorch.manual_seed(42)\ntorch.random.manual_seed(7)\n"
+      "print(torch.seeds, os.environ.get('AKAD_SEED_SALT'))\n";
+  const std::string path = "PYTHONPATH=" + (tmp / "site").string() + ":" + (tmp / "fake").string();
+  auto salted = test::runCommand({"/usr/bin/env", path, "AKAD_SEED_SALT=123", "python3", "-c", script});
+  ASSERT_EQ(salted.exitCode, 0) << salted.err;
+  const unsigned long long mul = 6364136223846793005ull;
+  auto remap = [&](unsigned long long s) {
+    return std::to_string(static_cast<unsigned long long>((static_cast<unsigned __int128>(s) * mul + 123) % (1ull << 63)));
+  };
+  EXPECT_EQ(salted.out, "[" + remap(42) + ", " + remap(7) + "] None\n");
+  auto plain = test::runCommand({"/usr/bin/env", path, "python3", "-c", script});
+  ASSERT_NE(plain.exitCode, 0);  // without a salt nothing is re-mapped: the stand-in's random.manual_seed raises
+  EXPECT_NE(plain.err.find("not re-mapped"), std::string::npos) << plain.err;
+}
