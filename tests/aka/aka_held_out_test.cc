@@ -107,8 +107,11 @@ TEST(AkaHeldOut, ImportKeepsTheShapesFromTheAgentAndChecksThemAgainstThePristine
   auto spec = json::parse(readText(dir / "aka.json"));
   ASSERT_EQ(spec["held_out_injections"].size(), 1u);
   EXPECT_NE(spec["held_out_injections"][0]["replacement_code"].get<std::string>().find("(129, 4097)"), std::string::npos);
-  for (const auto& e : fs::recursive_directory_iterator(dir / "workspace"))
-    if (e.is_regular_file()) EXPECT_EQ(readText(e.path()).find("(129, 4097)"), std::string::npos) << e.path();
+  for (const auto& e : fs::recursive_directory_iterator(dir / "workspace")) {
+    if (e.is_regular_file()) {
+      EXPECT_EQ(readText(e.path()).find("(129, 4097)"), std::string::npos) << e.path();
+    }
+  }
 }
 
 TEST(AkaHeldOutRules, PlainShapeListsAreReadAndAnythingElseIsRefused) {
