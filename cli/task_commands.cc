@@ -42,7 +42,8 @@ int runTasksValidate(const std::vector<std::string>& selectors, double minSpeedu
     const json& r = ev.at("result");
     auto speed = [](const json& side) { return side.is_object() ? fmt(side.value("speedup", json()), "%.2fx") : "-"; };
     auto passes = [](const json& side) {
-      return side.is_object() && side.value("correct", false) && side.value("held_out_correct", false) ? "passes" : "FAILS";
+      // A side without held-out configurations (an imported task without shapes) has no verdict on them.
+      return side.is_object() && side.value("correct", false) && side.value("held_out_correct", true) ? "passes" : "FAILS";
     };
     std::printf("%-28s %-4s baseline %-6s solution %-7s (held-out %s) broken %s\n", str(r, "task").c_str(),
                 r.value("ok", false) ? "ok" : "FAIL", passes(r.value("baseline", json())),

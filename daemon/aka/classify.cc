@@ -174,6 +174,9 @@ Classification classifyTask(const std::string& name, const AkaTaskConfig& c, con
   static const std::regex fnuz(R"(\bfloat8_e[45]m[23]fnuz\b)");
   static const std::regex hipRuntime(R"(#\s*include\s*[<"]hip/hip_runtime\.h[>"])");
   static const std::regex torchHeader(R"(#\s*include\s*[<"](torch/|ATen/)[^>"]*[>"])");
+  // AMD's kernel library for ROCm; geak_eval's mla_decode imports it in its harness and failed
+  // its baseline on the H200 with "No module named 'aiter'".
+  static const std::regex aiter(R"((^|\n)[ \t]*(import|from)[ \t]+aiter\b)");
   bool hasHip = false, usesCppExtension = false;
   for (const auto& f : files) {
     if (f.symlink) k.raise(TaskClass::NeedsEdit, f.path + " is a symlink; akad imports regular files only");
@@ -199,6 +202,10 @@ Classification classifyTask(const std::string& name, const AkaTaskConfig& c, con
         (f.path == kRocmbenchHelper || f.text.find("performance_utils_pytest") != std::string::npos))
       k.needCompat(compat::kPerfHelpers, "uses AKA's pytest timing helper, written at import from the checkout's src/tools/perf/" +
                                              std::string(kRocmbenchHelper));
+    if (isPython(f) && std::regex_search(f.text, aiter)) {
+      if (nvidia) k.raise(TaskClass::Impossible, f.path + " imports aiter, AMD's ROCm kernel library, which NVIDIA hosts lack");
+      else k.reasons.push_back(f.path + " imports aiter (AMD's ROCm kernel library; the image must provide it)");
+    }
     if (family == Family::Triton || family == Family::TritonRocmbench) {
       if (!isPython(f)) continue;
       std::smatch m;

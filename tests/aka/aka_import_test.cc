@@ -260,6 +260,17 @@ TEST(AkaClassify, PlatformSupportAndNetworkAndMissingScriptsAreRead) {
   EXPECT_EQ(skip->tasks[0].cls, TaskClass::Impossible);
   EXPECT_TRUE(anyReasonHas(skip->tasks[0], "flaky on every GPU"));
 
+  // A harness that imports AMD's aiter library cannot run on NVIDIA (seen on the H200).
+  const fs::path runner = w.checkout / "tasks/triton2triton/vllm/triton_plain_copy/scripts/task_runner.py";
+  const std::string runnerText = readText(runner);
+  writeText(task, cfg);
+  writeText(runner, "import os\nfrom aiter import ops\n" + runnerText);
+  auto aiter = w.import(Platform::Nvidia, {"triton2triton/vllm/triton_plain_copy"});
+  ASSERT_TRUE(aiter);
+  EXPECT_EQ(aiter->tasks[0].cls, TaskClass::Impossible);
+  EXPECT_TRUE(anyReasonHas(aiter->tasks[0], "imports aiter"));
+  writeText(runner, runnerText);
+
   std::string net = cfg;
   net.replace(net.find("python3 scripts/task_runner.py compile"), 38, "pip install triton && python3 scripts/missing.py");
   writeText(task, net);
