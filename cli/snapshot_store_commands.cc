@@ -48,11 +48,21 @@ int runSnapshotExport(const std::string& sha, const std::string& out) {
     return reportError(Error{"the exported archive does not hash to " + sha + " (got " + got + "); nothing written"});
   }
   fs::rename(tmp, archive, ec);
-  fs::path manifest = archive;
+  if (ec) {
+    const Error e = errorCodeError("cannot move " + tmp.string() + " to " + archive.string(), ec);
+    fs::remove(tmp, ec);
+    return reportError(e);
+  }
   const std::string name = archive.filename().string();
   const std::string stem = name.size() > 8 && name.substr(name.size() - 8) == ".tar.zst" ? name.substr(0, name.size() - 8) : name;
-  manifest = archive.parent_path() / (stem + ".json");
-  std::ofstream(manifest) << result->at("manifest").dump(2) << "\n";
+  const fs::path manifest = archive.parent_path() / (stem + ".json");
+  {
+    std::ofstream manifestFile(manifest, std::ios::trunc);
+    manifestFile << result->at("manifest").dump(2) << "\n";
+    manifestFile.close();
+    // The archive is in place and verified; only its manifest is missing.
+    if (!manifestFile) return reportError(Error{"wrote " + archive.string() + " (verified), but cannot write its manifest " + manifest.string()});
+  }
   if (cliOptions().json) printJson(json{{"archive", archive.string()}, {"manifest", manifest.string()}, {"sha256", sha}});
   else std::cout << "wrote " << archive.string() << " and " << manifest.string() << " (sha256 " << sha << ", verified)\n";
   return kExitOk;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <variant>
 
@@ -14,11 +15,22 @@ namespace akad {
 struct Error {
   std::string message;
   int code = 0;  // protocol error code where one applies (see common/protocol.h), else 0
+  // The errno of the failed system call this error reports (as crun's error object keeps it),
+  // so that a caller can tell ENOENT from EACCES without parsing the message; 0 when the
+  // error is not a system call's.
+  int sysErrno = 0;
 };
 
 // "what was attempted: strerror(errno)" — the nsjail PLOG habit for messages that end in errno text.
 inline Error errnoError(const std::string& what, int err = errno) {
-  return Error{what + ": " + std::strerror(err), 0};
+  return Error{what + ": " + std::strerror(err), 0, err};
+}
+
+// The same for a std::error_code from the filesystem library: "what: message", with the
+// errno kept when the code is one (system or generic category).
+inline Error errorCodeError(const std::string& what, const std::error_code& ec) {
+  const bool isErrno = ec.category() == std::system_category() || ec.category() == std::generic_category();
+  return Error{what + ": " + ec.message(), 0, isErrno ? ec.value() : 0};
 }
 
 template <class T>

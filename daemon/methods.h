@@ -1,7 +1,8 @@
 #pragma once
 // The method table: protocol method name -> handler. The server parses a request and
-// dispatches it here; each feature registers its methods (daemon.*, run.*, and later
-// snapshot.*, tasks.*, gpus.*) with add()/addStream() at start-up.
+// dispatches it here; each group's file registers its methods with add(), addOffloaded() or
+// addStream() at start-up (daemon_methods.cc, run_methods.cc, and the groups
+// pipeline_methods.h lists).
 
 #include <sys/types.h>
 

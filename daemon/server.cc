@@ -358,8 +358,9 @@ Status Server::listen() {
   fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   if (!fs::exists(dir, ec)) {
     fs::create_directories(dir, ec);
-    if (ec) return Error{"cannot create socket directory " + dir.string() + ": " + ec.message(), 0};
-    ::chmod(dir.c_str(), 0755);
+    if (ec) return errorCodeError("cannot create socket directory " + dir.string(), ec);
+    // Clients of every uid must reach the socket through it, whatever umask akad runs with.
+    if (::chmod(dir.c_str(), 0755) != 0) return errnoError("chmod 0755 " + dir.string());
   }
   // The lock file and the socket are made here as root: nobody else may be able to plant or
   // swap entries in this directory.

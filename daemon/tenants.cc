@@ -107,14 +107,14 @@ TenantLimits readLimits(const YAML::Node& node, const std::string& where, Tenant
     else if (key == "requests_per_second") readLimit(kv.second, at, false, 1e6, base.requests_per_second, problems);
     else if (key == "gpu_hours_per_day") readLimit(kv.second, at, false, 1e6, base.gpu_hours_per_day, problems);
     else if (key == "agent_network") {
-      const std::string v = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
-      if (v != "none" && v != "allow" && v != "host") problems.push_back(at + " must be none, allow or host");
-      else base.agent_network = v;
+      const std::string mode = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
+      if (mode != "none" && mode != "allow" && mode != "host") problems.push_back(at + " must be none, allow or host");
+      else base.agent_network = mode;
     } else if (key == "slurm_account") {
       static const std::regex name("[A-Za-z0-9_.-]{1,64}");
-      const std::string v = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
-      if (!std::regex_match(v, name)) problems.push_back(at + " must be a Slurm account name (letters, digits, _ . -)");
-      else base.slurm_account = v;
+      const std::string account = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
+      if (!std::regex_match(account, name)) problems.push_back(at + " must be a Slurm account name (letters, digits, _ . -)");
+      else base.slurm_account = account;
     }
     else
       problems.push_back("unknown limit '" + at +

@@ -49,7 +49,7 @@ class SandboxCgroup {
   virtual std::string path() const = 0;  // for messages: the (first) directory
   // How the sandbox's init gets in without a migration by its parent. A migration of another
   // process takes the kernel's global threadgroup rwsem, whose write side waits for RCU grace
-  // periods: 5-20 ms per hierarchy on a busy machine, more than the whole rest of a spawn.
+  // periods: on a busy machine longer per hierarchy than the whole rest of a spawn.
   //  - v2: clone3(CLONE_INTO_CGROUP) with this directory fd: the child is born inside.
   //  - v1: the init writes "0" to each of these `tasks` files as its first step; a thread
   //    moving itself skips that lock.

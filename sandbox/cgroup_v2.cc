@@ -68,7 +68,12 @@ Status enableControllers(const std::string& root, const std::string& parent, con
   std::string cur = root;
   std::vector<std::string> levels = {root};
   for (auto part : text::split(parent, '/'))
-    if (!part.empty()) levels.push_back(cur += "/" + std::string(part));
+    if (!part.empty()) {
+      // Appended piece by piece: GCC 12's -Wrestrict misreads "/" + std::string(part) at -O3.
+      cur += '/';
+      cur += part;
+      levels.push_back(cur);
+    }
   for (const auto& dir : levels) {
     auto enabled = readFile(dir + "/cgroup.subtree_control");
     auto available = readFile(dir + "/cgroup.controllers");

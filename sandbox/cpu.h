@@ -2,8 +2,8 @@
 // CPU placement of the spawn path: where akabox, its init and the command run while the
 // sandbox is set up, and whether there are CPUs to spare for polling.
 //
-// A new task starts on its parent's CPU, and a scheduler that packs tasks onto few CPUs (the
-// development VM's does) leaves it there: the init's half of the set-up and akabox's would
+// A new task starts on its parent's CPU, and a scheduler that packs tasks onto few CPUs (as
+// some VMs' do) leaves it there: the init's half of the set-up and akabox's would
 // run one after the other while another CPU idles. So akabox supervises as SCHED_BATCH (the
 // same share of CPU time, but a batch task never preempts on a wake-up), set before clone3 so
 // that the new init does not push akabox off its CPU either; and right after clone3 akabox

@@ -7,8 +7,8 @@
 // sandbox's pid namespace. akabox hands the namespace's file to the init, which enters it
 // (setns, no copy: nothing else uses it) and mounts /proc.
 //
-// Built in the init, after clone3, the namespace was the longest part of the set-up on the
-// GPU machine (0.6-0.7 ms, where the other side was ready in 0.4). On the thread it starts
+// Built in the init, after clone3, the namespace was the longest part of the set-up
+// (docs/akabox-performance.md has the figures). On the thread it starts
 // before clone3, while akabox is still opening files and making the cgroup, on a CPU that is
 // idle then; and /etc's files, half of the build, are copied on a second thread beside the
 // pivot and the binds (mnt.cc's EtcCopy).
@@ -20,7 +20,7 @@
 // finish(), so the command never runs with the host's tree attached or the root writable.
 //
 // Only with CPUs to spare (cpu.h's spinningPays(): four or more). On two, the threads take
-// turns with akabox and the init, and spawns measured 0.6-0.8 ms slower on the development VM.
+// turns with akabox and the init, and spawns were slower.
 // And only where the init shares akabox's memory (shared_clone.h): the thread allocates and
 // takes locks, and a copy of akabox made while it runs (a classic init) could inherit a lock
 // held.

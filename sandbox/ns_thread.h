@@ -21,7 +21,7 @@ struct SandboxNamespaces {
 };
 
 // Creating a network namespace is the costliest single step of a spawn (every protocol
-// registers its per-namespace state: 0.55-0.75 ms), so akabox starts it on a thread of its
+// registers its per-namespace state), so akabox starts it on a thread of its
 // own before parsing where the command line allows (else as soon as the spec is parsed), on
 // every host (on two CPUs too: started before parsing, it is done before the init's mount
 // build, with which it used to take turns), and the rest of the set-up runs beside it: akabox's
@@ -31,13 +31,12 @@ struct SandboxNamespaces {
 // the thread is still at it, and only the command's execve waits for lo (akabox sends the go
 // signal after loopbackUp()). The ipc namespace (its mqueue mount is most of its cost) and
 // the uts namespace come along, made right after it, where the init's set-up is the longer
-// side (a template to copy; on two CPUs its own mount build): it then only enters them (GPU
-// machine: the thread had a tenth of a millisecond to spare). Where the mount thread builds the root (mnt_thread.h), the network
-// namespace is the longer side and the init makes its own (withIpcAndUts).
+// side (a template to copy; on two CPUs its own mount build): it then only enters them. Where
+// the mount thread builds the root (mnt_thread.h), the network namespace is the longer side and
+// the init makes its own (withIpcAndUts).
 //
-// The thread does not open its namespaces' files (opening /proc/thread-self/ns and three
-// files took 0.05 ms after the unshare on the GPU machine, on the thread's side of the
-// set-up): akabox takes a pidfd of the thread while it works, the init enters the
+// The thread does not open its namespaces' files (that would put four opens after the unshare,
+// on the thread's side of the set-up): akabox takes a pidfd of the thread while it works, the init enters the
 // thread's namespaces through it, and so the thread stays alive. It then has one more job,
 // given with lastJob(): drop akabox's reference to the sandbox's mount namespace once the
 // init is gone (supervise.cc says why that is a thread's work), and exit. Without a job it
@@ -58,7 +57,7 @@ class NamespaceThread {
   // Whether the thread makes the ipc and uts namespaces too (after the network namespace),
   // decided once the spec is known: not when akabox's mount thread builds the root, for then
   // the init waits for the mount namespace anyway and makes its own in that time, and the
-  // network namespace, the longest part of the set-up there, is ready 0.04-0.05 ms sooner.
+  // network namespace, the longest part of the set-up there, is ready sooner.
   // take() and finish() decide yes if nobody did.
   void withIpcAndUts(bool make);
   bool running() const { return running_; }

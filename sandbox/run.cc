@@ -109,13 +109,9 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
   return entry;
 }
 
-// One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
-// template it took first turned out stale, which only an attempt with `lastTemplate` does.
-std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& netns, InitLender* lender, bool lastTemplate) {
-  auto ids = outsideIds(spec);
-  if (!ids) return setupFailure(ids.error().message);
-
-  CgroupLimits limits;
+// The cgroup's limits from the spec, and the devices the sandbox gets (each allowed in the
+// device cgroup).
+Status limitsAndDevices(const SandboxSpec& spec, CgroupLimits& limits, std::vector<DevicePassthrough>& devices) {
   limits.memoryBytes = spec.memoryBytes;
   limits.pids = spec.pids;
   limits.cpus = spec.cpus;
@@ -123,13 +119,120 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& n
   // is exact; only then is the extra v1 hierarchy skipped.
   limits.cpuAccounting = spec.cpuTimeS > 0 || spec.wallTimeS > 0 || spec.memoryBytes > 0 || spec.outputLimitBytes > 0;
   limits.allowedDevices = standardDeviceRules();
-  std::vector<DevicePassthrough> devices;
   for (const auto& path : spec.devices) {
     auto d = resolveDevice(path);
-    if (!d) return setupFailure(d.error().message);
+    if (!d) return d.error();
     limits.allowedDevices.push_back(d->rule);
     devices.push_back(*d);
   }
+  return {};
+}
+
+// v2 starts the init inside its cgroup (clone3's CLONE_INTO_CGROUP), so on a v2 host the
+// version is settled before clone3. Elsewhere detection (which reads the mount table) waits
+// until the init is running: none yet.
+Result<std::optional<CgroupVersion>> cgroupVersionBeforeClone(const SandboxSpec& spec) {
+  if (spec.cgroupBackend == CgroupBackendChoice::V2 || (spec.cgroupBackend == CgroupBackendChoice::Auto && cgroupV2Unified())) {
+    auto v = detectCgroupVersion(spec.cgroupBackend);
+    if (!v) return v.error();
+    return std::optional<CgroupVersion>(*v);
+  }
+  return std::optional<CgroupVersion>();
+}
+
+// The command's stdin, opened here, not in the sandbox: the command sets itself up while
+// akabox writes the cgroup's limits, and a v1 device list passes through "deny all" on the way.
+Result<UniqueFd> openStdin(const SandboxSpec& spec) {
+  const std::string stdinPath = spec.stdinPath.empty() ? "/dev/null" : spec.stdinPath;
+  UniqueFd stdinFile(::open(stdinPath.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!stdinFile.valid()) return errnoError("cannot open stdin file '" + stdinPath + "'");
+  return stdinFile;
+}
+
+// From the release to the go signal: the init enters what prepareEntry made, the limits are
+// written while it does (they bind the command, which execs only after go()), and the go
+// waits for lo (the namespace thread) and for the end of the mount thread's build (the host's
+// tree detached and the root read-only, mnt_thread.h).
+Status releaseAndGo(SandboxInit& init, SandboxEntry entry, SandboxCgroup& cgroup, const CgroupLimits& limits,
+                    CgroupVersion version, NamespaceThread& netns, MountNamespaceThread& mountThread) {
+  if (auto st = init.release(std::move(entry)); !st) return st;
+  if (auto st = cgroup.applyLimits(limits); !st)
+    return Error{"cgroup " + std::string(cgroupVersionName(version)) + ": " + st.error().message};
+  if (auto st = netns.loopbackUp(spinningPays()); !st) return st;
+  if (auto st = mountThread.finish(spinningPays()); !st) return st;
+  return init.go();
+}
+
+double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; }
+
+// The command's end, its times and memory, and its seccomp violations into `r`.
+void describeExit(SandboxResult& r, const SandboxExit& ex, const CgroupUsage& usage, const SeccompPolicy* policy) {
+  r.oomKilled = usage.oomKills > 0;
+  r.status = decideStatus(ex, r.oomKilled);
+  r.wallS = ex.wallS;
+  r.userS = seconds(ex.usage.ru_utime);
+  r.sysS = seconds(ex.usage.ru_stime);
+  r.cpuS = r.userS + r.sysS;
+  if (usage.cpuNs && *usage.cpuNs / 1e9 > r.cpuS) {
+    // Processes killed with the sandbox never reach wait4; the cgroup saw them all.
+    r.cpuS = static_cast<double>(*usage.cpuNs) / 1e9;
+    if (usage.userNs && usage.sysNs) {
+      r.userS = static_cast<double>(*usage.userNs) / 1e9;
+      r.sysS = static_cast<double>(*usage.sysNs) / 1e9;
+    }
+  }
+  r.peakMemoryBytes = usage.peakMemoryBytes.value_or(static_cast<uint64_t>(ex.usage.ru_maxrss) * 1024);
+  r.pidsPeak = usage.pidsPeak;
+  for (const auto& n : ex.violations.names()) r.seccompViolations.push_back(n);
+  if (ex.commandSignaled && ex.signal == SIGSYS && policy)
+    r.seccompViolations.push_back("SIGSYS (killed by a seccomp kill/trap action; syscall unknown)");
+  if (ex.setupError) {
+    r.message = *ex.setupError;
+    r.exitStatus = ex.setupExitCode;
+  } else {
+    if (ex.commandExited) r.exitCode = ex.exitCode;
+    if (ex.commandSignaled) r.signal = ex.signal;
+    r.exitStatus = ex.commandExited ? ex.exitCode : 128 + ex.signal;
+    if (ex.killedFor == KillReason::Cancelled)
+      r.message = "akabox was stopped by signal " + std::to_string(ex.cancelSignal) + "; the sandbox was killed";
+  }
+}
+
+// The result once the init is reaped: the output's counts, the cgroup's accounting (read
+// before the cgroup is removed) and the exit; a failed clean-up is part of the message.
+SandboxResult resultOf(const Result<SandboxExit>& ex, SandboxCgroup& cgroup, CgroupVersion version, const SeccompPolicy* policy,
+                       const OutputCapture& output) {
+  SandboxResult r;
+  r.cgroupBackend = cgroupVersionName(version);
+  r.seccompViolationsReported = policy && policy->reportsViolations();
+  r.stdoutBytes = output.stdoutBytes();
+  r.stderrBytes = output.stderrBytes();
+  r.truncated = output.truncated();
+  CgroupUsage usage = cgroup.usage();
+  Status removed = cgroup.remove();
+  if (!ex) {
+    r = setupFailure(ex.error().message);
+    r.cgroupBackend = cgroupVersionName(version);
+    if (!removed) r.message += "; clean-up: " + removed.error().message;
+    return r;
+  }
+  describeExit(r, *ex, usage, policy);
+  if (!removed) {
+    r.message += (r.message.empty() ? "" : "; ") + std::string("clean-up: ") + removed.error().message;
+    if (r.status != SandboxStatus::SetupFailed) r.exitStatus = 125;
+  }
+  return r;
+}
+
+// One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
+// template it took first turned out stale, which only an attempt with `lastTemplate` does.
+// akabox's side of the set-up in order; the init's is contain.cc's runSandboxInit.
+std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& netns, InitLender* lender, bool lastTemplate) {
+  auto ids = outsideIds(spec);
+  if (!ids) return setupFailure(ids.error().message);
+  CgroupLimits limits;
+  std::vector<DevicePassthrough> devices;
+  if (auto st = limitsAndDevices(spec, limits, devices); !st) return setupFailure(st.error().message);
   // Without a template the mount namespace is built on a thread from here on (mnt_thread.h),
   // beside the rest of akabox's set-up, clone3 and the init's start.
   MountNamespaceThread mountThread;
@@ -137,30 +240,18 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& n
     if (auto st = mountThread.start(spec, devices); !st) return setupFailure(st.error().message);
   // The init makes its own ipc and uts namespaces while it waits for the mount thread's.
   netns.withIpcAndUts(!mountThread.running());
-
-  // v2 starts the init inside its cgroup (clone3's CLONE_INTO_CGROUP), so on a v2 host the
-  // version and the directory are settled before clone3. Elsewhere detection (which reads the
-  // mount table) and the cgroup wait until the init is running.
-  std::optional<CgroupVersion> version;
-  if (spec.cgroupBackend == CgroupBackendChoice::V2 || (spec.cgroupBackend == CgroupBackendChoice::Auto && cgroupV2Unified())) {
-    auto v = detectCgroupVersion(spec.cgroupBackend);
-    if (!v) return setupFailure(v.error().message);
-    version = *v;
-  }
+  auto settled = cgroupVersionBeforeClone(spec);
+  if (!settled) return setupFailure(settled.error().message);
+  std::optional<CgroupVersion> version = *settled;
   auto failedAfterStart = [&](const std::string& message) {
     SandboxResult r = setupFailure(message);
     if (version) r.cgroupBackend = cgroupVersionName(*version);
     return r;
   };
-
   OutputCapture output(spec.outputLimitBytes);
   if (auto st = output.open(spec.stdoutPath, spec.stderrPath); !st) return setupFailure(st.error().message);
-  // Opened here, not in the sandbox: the command sets itself up while akabox writes the
-  // cgroup's limits, and a v1 device list passes through "deny all" on the way.
-  const std::string stdinPath = spec.stdinPath.empty() ? "/dev/null" : spec.stdinPath;
-  UniqueFd stdinFile(::open(stdinPath.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!stdinFile.valid()) return setupFailure(errnoError("cannot open stdin file '" + stdinPath + "'").message);
-
+  auto stdinFile = openStdin(spec);
+  if (!stdinFile) return setupFailure(stdinFile.error().message);
   // v1's init joins its cgroup later, so v1 creates its directories in parallel with the
   // init's set-up.
   std::unique_ptr<SandboxCgroup> cgroup;
@@ -177,7 +268,7 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& n
   req.outsideUid = ids->first;
   req.outsideGid = ids->second;
   req.devices = devices;
-  req.stdinFd = stdinFile.get();
+  req.stdinFd = stdinFile->get();
   req.cloneIntoCgroupFd = cgroup ? cgroup->cloneIntoFd() : -1;
   req.ipcUtsFromThread = spec.net == NetMode::None && netns.running() && !mountThread.running();
   req.namespaceThread = spec.net == NetMode::None && netns.running() ? &netns : nullptr;
@@ -192,70 +283,13 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& n
   bool staleTemplate = false;
   auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns, mountThread, lastTemplate, staleTemplate);
   if (!entry) return staleTemplate ? std::nullopt : std::optional(failedAfterStart(entry.error().message));
-  if (auto st = (*init)->release(std::move(*entry)); !st) return failedAfterStart(st.error().message);
-  // The limits bind the command, which execs only after go(): they are written while the
-  // init enters its namespaces and the command sets itself up.
-  if (auto st = cgroup->applyLimits(limits); !st)
-    return failedAfterStart("cgroup " + std::string(cgroupVersionName(*version)) + ": " + st.error().message);
-  // The thread brought lo up beside the release; the command execs only once it is.
-  if (auto st = netns.loopbackUp(spinningPays()); !st) return failedAfterStart(st.error().message);
-  // The mount thread handed its namespace over before the host's tree was detached and the
-  // root made read-only (mnt_thread.h); the command execs only once that is done.
-  if (auto st = mountThread.finish(spinningPays()); !st) return failedAfterStart(st.error().message);
-  if (auto st = (*init)->go(); !st) return failedAfterStart(st.error().message);
+  if (auto st = releaseAndGo(**init, std::move(*entry), *cgroup, limits, *version, netns, mountThread); !st)
+    return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left
   auto ex = (*init)->supervise(*cgroup);
   init->reset();
   netns.finish();  // if it got no last job (no listener: the init's exit dropped the mounts)
-
-  SandboxResult r;
-  r.cgroupBackend = cgroupVersionName(*version);
-  r.seccompViolationsReported = policy && policy->reportsViolations();
-  r.stdoutBytes = output.stdoutBytes();
-  r.stderrBytes = output.stderrBytes();
-  r.truncated = output.truncated();
-  CgroupUsage usage = cgroup->usage();
-  Status removed = cgroup->remove();
-  if (!ex) {
-    r = setupFailure(ex.error().message);
-    r.cgroupBackend = cgroupVersionName(*version);
-    if (!removed) r.message += "; clean-up: " + removed.error().message;
-    return r;
-  }
-  r.oomKilled = usage.oomKills > 0;
-  r.status = decideStatus(*ex, r.oomKilled);
-  r.wallS = ex->wallS;
-  r.userS = static_cast<double>(ex->usage.ru_utime.tv_sec) + static_cast<double>(ex->usage.ru_utime.tv_usec) * 1e-6;
-  r.sysS = static_cast<double>(ex->usage.ru_stime.tv_sec) + static_cast<double>(ex->usage.ru_stime.tv_usec) * 1e-6;
-  r.cpuS = r.userS + r.sysS;
-  if (usage.cpuNs && *usage.cpuNs / 1e9 > r.cpuS) {
-    // Processes killed with the sandbox never reach wait4; the cgroup saw them all.
-    r.cpuS = static_cast<double>(*usage.cpuNs) / 1e9;
-    if (usage.userNs && usage.sysNs) {
-      r.userS = static_cast<double>(*usage.userNs) / 1e9;
-      r.sysS = static_cast<double>(*usage.sysNs) / 1e9;
-    }
-  }
-  r.peakMemoryBytes = usage.peakMemoryBytes.value_or(static_cast<uint64_t>(ex->usage.ru_maxrss) * 1024);
-  r.pidsPeak = usage.pidsPeak;
-  for (const auto& n : ex->violations.names()) r.seccompViolations.push_back(n);
-  if (ex->commandSignaled && ex->signal == SIGSYS && policy)
-    r.seccompViolations.push_back("SIGSYS (killed by a seccomp kill/trap action; syscall unknown)");
-  if (ex->setupError) {
-    r.message = *ex->setupError;
-    r.exitStatus = ex->setupExitCode;
-  } else {
-    if (ex->commandExited) r.exitCode = ex->exitCode;
-    if (ex->commandSignaled) r.signal = ex->signal;
-    r.exitStatus = ex->commandExited ? ex->exitCode : 128 + ex->signal;
-    if (ex->killedFor == KillReason::Cancelled)
-      r.message = "akabox was stopped by signal " + std::to_string(ex->cancelSignal) + "; the sandbox was killed";
-  }
-  if (!removed) {
-    r.message += (r.message.empty() ? "" : "; ") + std::string("clean-up: ") + removed.error().message;
-    if (r.status != SandboxStatus::SetupFailed) r.exitStatus = 125;
-  }
-  return r;
+  return resultOf(ex, *cgroup, *version, policy.get(), output);
 }
 
 }  // namespace

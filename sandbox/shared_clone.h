@@ -3,9 +3,8 @@
 //
 // A process cloned the usual way gets a copy of akabox's page tables, and every page either
 // side then writes is copied on its first write; pages of the executable it runs are faulted
-// in again (the kernel copies no page-table entries of file mappings). On the development VM,
-// where a page fault costs 15-20 us and clone3 of the init 0.34 ms, that was about a
-// millisecond of every spawn. With CLONE_VM the init runs in akabox's memory instead, on a
+// in again (the kernel copies no page-table entries of file mappings): on a VM with slow page
+// faults that was the largest part of a spawn (docs/akabox-performance.md). With CLONE_VM the init runs in akabox's memory instead, on a
 // stack of its own, and the command, cloned from the init with CLONE_VM | CLONE_VFORK, does
 // the same until its execve gives it its own.
 //

@@ -80,9 +80,9 @@ struct SandboxExit {
 
 // Whether the init starts the command at once, beside its mount build (early_command.cc's early
 // command): only with AKABOX_EARLY_COMMAND=1, and then only without a template and where
-// spinningPays(). Off by default: on some GPU machine instances about one spawn in 2,500 ended
-// with the command finding its link to the init closed before the init's word, and the cause
-// is not found yet (docs/akabox.md).
+// spinningPays(). Off by default: on some hosts a rare spawn ended with the command finding
+// its link to the init closed before the init's word, and the cause is not found yet
+// (docs/akabox.md, step 5 of "What the sandbox is").
 bool earlyCommandAsked();
 // Whether a spawn of `spec` starts its command early: asked for, and then only without a
 // template, for a command that is not pid 1, and where spinningPays().

@@ -8,7 +8,7 @@
 // Each build runs from a copy the tool writes into a directory of its own, so that all are in
 // the same state in the page cache: on the development VM (AMD kind), akabox as the linker
 // wrote it spawned 0.35 ms slower than a copy of the same bytes, and 0.65 ms slower once its
-// cached pages were dropped and faulted in again (docs/akabox.md, "Performance").
+// cached pages were dropped and faulted in again (docs/akabox-performance.md).
 //
 //   spawn_ab [--mount-template] RUNS ROUNDS AKABOX_A AKABOX_B [AKABOX...]
 

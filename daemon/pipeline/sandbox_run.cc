@@ -75,23 +75,35 @@ std::vector<char*> pointersTo(std::vector<std::string>& strings) {
 }
 }  // namespace
 
-void cleanupSandboxLeftovers() {
+namespace {
+
+// `akabox cleanup` run to its end; what kept it from succeeding, if anything.
+Status runAkaboxCleanup() {
   std::vector<std::string> args = {akaboxPath().string(), "cleanup", "--cgroup-parent", g_cgroupParent};
   if (!g_mountTemplateDir.empty()) args.push_back("--templates");
   std::vector<std::string> env = akaboxEnvironment();
   std::vector<char*> argv = pointersTo(args), envp = pointersTo(env);
   pid_t pid = ::fork();
+  if (pid < 0) return errnoError("fork for " + args[0] + " cleanup");
   if (pid == 0) {
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   int status = 0;
-  if (pid > 0)
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return errnoError("waitpid for " + args[0] + " cleanup");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  if (WIFSIGNALED(status)) return Error{args[0] + " cleanup was killed by signal " + std::to_string(WTERMSIG(status))};
+  if (WEXITSTATUS(status) == 127) return Error{args[0] + " cleanup could not be started (exit 127: no such program, or not executable)"};
+  return Error{args[0] + " cleanup exited with status " + std::to_string(WEXITSTATUS(status)) + " (its stderr, the daemon's, says why)"};
+}
+
+}  // namespace
+
+void cleanupSandboxLeftovers() {
+  if (auto s = runAkaboxCleanup(); !s)
     log::warn("akabox cleanup of leftover sandboxes", g_mountTemplateDir.empty() ? "" : " and mount templates",
-              " did not succeed (status ", status, ")");
+              " did not succeed: ", s.error().message);
 }
 
 fs::path akaboxPath() {

@@ -1,6 +1,7 @@
 #pragma once
 // Runs one command in an `akabox` sandbox: the daemon never sets up a sandbox itself, it execs
-// akabox (a single-threaded process) with flags and reads the result JSON from a pipe.
+// akabox (a process of its own, so that no sandbox set-up happens in the multi-threaded
+// daemon) with flags and reads the result JSON from a pipe.
 
 #include <sys/types.h>
 

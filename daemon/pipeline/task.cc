@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/sha256.h"
+#include "daemon/pipeline/files.h"
 #include "daemon/yaml_file.h"
 
 namespace fs = std::filesystem;
@@ -439,20 +440,25 @@ Result<fs::path> importTask(const Task& task, const fs::path& stateDir) {
   std::error_code ec;
   const fs::path tmp = stateDir / "tasks" / task.content_hash / ("def.tmp-" + std::to_string(::getpid()) + "-" +
                                                                   std::to_string(reinterpret_cast<uintptr_t>(&task)));
+  const std::string into = "cannot import task " + task.id + " into " + tmp.string();
   fs::remove_all(tmp, ec);
+  if (ec) return errorCodeError(into + ": removing what an earlier import left", ec);
   fs::create_directories(tmp / task.suite, ec);
+  if (ec) return errorCodeError(into, ec);
   fs::copy(task.dir, tmp / task.suite / task.dir.filename(), fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-  if (ec) return Error{"cannot import task " + task.id + " into " + tmp.string() + ": " + ec.message()};
+  if (ec) return errorCodeError(into, ec);
   for (const std::string& part : harnessLayers(task.dir.parent_path().parent_path(), task.harness)) {
     const fs::path common = task.dir.parent_path().parent_path() / "common" / part;
     if (!fs::is_directory(common)) continue;
     fs::create_directories(tmp / "common", ec);
-    fs::copy(common, tmp / "common" / part, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-    if (ec) return Error{"cannot import the common harness of " + task.id + ": " + ec.message()};
+    if (!ec) fs::copy(common, tmp / "common" / part, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+    if (ec) return errorCodeError("cannot import the common harness of " + task.id, ec);
   }
-  { std::ofstream(tmp / ".complete") << task.content_hash << "\n"; }
+  // The marker says the tree is whole; a tree without it is imported again.
+  if (auto s = writeFile(tmp / ".complete", task.content_hash + "\n"); !s) return Error{into + ": " + s.error().message, 0, s.error().sysErrno};
   fs::rename(tmp, root, ec);
-  if (ec && !fs::exists(root / ".complete")) return Error{"cannot move imported task into " + root.string() + ": " + ec.message()};
+  // Another import of the same version may have moved its tree into place first.
+  if (ec && !fs::exists(root / ".complete")) return errorCodeError("cannot move imported task into " + root.string(), ec);
   fs::remove_all(tmp, ec);
   return root;
 }
