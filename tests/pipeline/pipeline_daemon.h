@@ -112,7 +112,12 @@ class PipelineDaemon {
   }
 
   void start(const std::vector<std::string>& extraArgs = {}) {
-    std::vector<std::string> args = {"--cgroup-parent", parent_, "--gpus", "none"};
+    std::vector<std::string> args = {"--cgroup-parent", parent_};
+    // No GPU unless the test asks for some.
+    if (std::find(extraArgs.begin(), extraArgs.end(), "--gpus") == extraArgs.end()) {
+      args.push_back("--gpus");
+      args.push_back("none");
+    }
     // One worker unless the test asks for more.
     if (std::find(extraArgs.begin(), extraArgs.end(), "--workers") == extraArgs.end()) {
       args.push_back("--workers");

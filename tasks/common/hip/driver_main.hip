@@ -199,18 +199,20 @@ class PinnedBuffer {
 };
 
 // What the driver reads of a call's output as soon as the worker says done: up to kPieces
-// pieces of kPieceBytes at offsets drawn from getrandom after done (the whole output when it is
-// that small), queued on a copy engine at once, while the window goes on (no context switch, and
-// the next call does not wait for it). compare() holds them against the whole output read after
-// the window, recheck() against the same pieces read again: a kernel still writing at done (or
-// one that finishes a call's output during a later call) makes them differ.
+// pieces of kPieceBytes at offsets drawn from getrandom before the window (the whole output when
+// it is that small; the draw stays in the driver's memory, which the worker cannot read, so it
+// is as secret as a draw after done and costs the window nothing), queued on a copy engine at
+// done while the window goes on (no context switch, and the next call does not wait for it).
+// compare() holds them against the whole output read after the window, recheck() against the
+// same pieces read again: a kernel still writing at done (or one that finishes a call's output
+// during a later call) makes them differ.
 class Sample {
  public:
   static constexpr size_t kPieces = 8;
   static constexpr size_t kPieceBytes = 4096;
   static constexpr size_t kHostBytes = kPieces * kPieceBytes;
 
-  void readAsync(const DeviceSet& out, hipStream_t stream, unsigned char* host) {
+  void draw(const DeviceSet& out, unsigned char* host) {
     pieces_.clear();
     size_t total = 0;
     for (const DeviceTensor& t : out.tensors()) total += t.bytes;
@@ -227,8 +229,9 @@ class Sample {
       }
     }
     host_ = host;
-    copyPieces(out, stream, host_);
   }
+
+  void readAsync(const DeviceSet& out, hipStream_t stream) const { copyPieces(out, stream, host_); }
 
   void compare(const TensorSet& whole) const {
     for (size_t k = 0; k < pieces_.size(); ++k) {
@@ -275,7 +278,7 @@ struct PrepTimes {
 // others decoys generated the same way (docs/scoring.md "GPU harnesses": the pool is the
 // worker's from the window's start, so a worker that wanted a later call's answer early would
 // have to compute every set of the pool).
-constexpr size_t kWindowCalls = 10;
+constexpr size_t kWindowCalls = 20;
 constexpr size_t kSetsPerTimedCall = 2;
 constexpr uint64_t kMaxPoolBytes = 4ull << 30;
 
@@ -448,6 +451,7 @@ class GpuDriver {
       int fd;
       ~Closer() { close(fd); }
     } closer{fd};
+    for (size_t j = 0; j < w.calls.size(); ++j) samples[j].draw(outSets[j], pinned_.data() + j * Sample::kHostBytes);
     signal(h, akachan::kPrime);
     const auto t0 = Clock::now();
     akachan::sendMessage(sock_, json{{"type", "pool"}, {"size", pool.size()}, {"sets", w.calls.size() * m},
@@ -458,7 +462,7 @@ class GpuDriver {
       h.window = (j == 0 ? akachan::kWindowOpen : 0u) | (j + 1 == w.calls.size() ? akachan::kWindowClose : 0u);
       signal(h, w.cmd);
       inproc.push_back(h.inprocNs);
-      samples[j].readAsync(outSets[j], stream_.get(), pinned_.data() + j * Sample::kHostBytes);
+      samples[j].readAsync(outSets[j], stream_.get());
     }
     AKA_HIP_CHECK(hipStreamSynchronize(stream_.get()));
     const auto t1 = Clock::now();
