@@ -92,6 +92,24 @@ void expectNoCredit(const json& attempt) {
   EXPECT_FALSE(credit) << "the attack earned credit: " << verdictOf(r).dump(2);
 }
 
+// The controls: the reference agent's honest solutions must be scored correct with credit, so
+// the suite can tell credit from none on this GPU.
+TEST_F(GpuAttackTest, TheHonestHipSolutionEarnsCredit) {
+  const json a = daemon_->runOne({"hip2hip/softmax", "--agent", "reference"}, 900s);
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  std::cout << "[ verdict  ] " << verdictOf(a.at("result")).dump() << "\n";
+  EXPECT_TRUE(a.at("result").value("correct", false));
+  EXPECT_GT(a.at("result").value("speedup", 0.0), kCreditSpeedup);
+}
+
+TEST_F(GpuAttackTest, TheHonestTritonSolutionEarnsCredit) {
+  const json a = daemon_->runOne({"triton2triton/softmax", "--agent", "reference"}, 900s);
+  ASSERT_EQ(a.at("state"), "scored") << a.dump();
+  std::cout << "[ verdict  ] " << verdictOf(a.at("result")).dump() << "\n";
+  EXPECT_TRUE(a.at("result").value("correct", false));
+  EXPECT_GT(a.at("result").value("speedup", 0.0), kCreditSpeedup);
+}
+
 // --- hip2hip/softmax: the baseline's softmax_rows renamed, a cheating one in its place --------
 
 json submitHip(const std::string& cheat) {
