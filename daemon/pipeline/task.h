@@ -62,11 +62,13 @@ struct Task {
   nlohmann::json tolerancesJson() const;
 };
 
-// "512M", "4G", "1024" -> bytes; false on anything else.
-bool parseSize(const std::string& text, uint64_t& out);
-
-// Loads and validates <dir>/task.yaml; `suite` is the name of the folder above it.
+// Loads and validates <dir>/task.yaml (task_file.cc): every problem is reported, each with the
+// file and the key path; the suite is the name of the folder above <dir>.
 Result<Task> loadTask(const std::filesystem::path& dir);
+
+// The version's identity (task_hash.cc): taskContentHash of the task's folder and of each
+// common harness layer it is assembled from.
+Result<std::string> taskVersionHash(const Task& task);
 
 // SHA-256 over every file under dir: relative path, kind, executable bit and content, in
 // byte order of paths. Symlinks count by their target text.
