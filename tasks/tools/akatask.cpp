@@ -9,8 +9,6 @@
 //                                          folder under each dir and prints median times,
 //                                          per-group speedup and their geometric mean
 // Exit status: 0 ok, 1 invalid task or missing data, 2 usage.
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +21,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/yaml_json.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -31,41 +31,12 @@ struct TaskError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A plain YAML scalar becomes the JSON type it reads as; a quoted one stays a string.
-nlohmann::json scalarToJson(const YAML::Node& n) {
-  if (n.Tag() == "!") return n.as<std::string>();
-  int64_t i;
-  double d;
-  bool b;
-  if (YAML::convert<int64_t>::decode(n, i)) return i;
-  if (YAML::convert<double>::decode(n, d)) return d;
-  if (YAML::convert<bool>::decode(n, b)) return b;
-  return n.as<std::string>();
-}
-
-nlohmann::json toJson(const YAML::Node& n) {
-  if (n.IsScalar()) return scalarToJson(n);
-  if (n.IsSequence()) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const YAML::Node& e : n) a.push_back(toJson(e));
-    return a;
-  }
-  if (n.IsMap()) {
-    nlohmann::json o = nlohmann::json::object();
-    for (const auto& kv : n) o[kv.first.as<std::string>()] = toJson(kv.second);
-    return o;
-  }
-  return nullptr;
-}
-
 nlohmann::json loadTask(const fs::path& dir) {
   fs::path file = dir / "task.yaml";
-  nlohmann::json task;
-  try {
-    task = toJson(YAML::LoadFile(file.string()));
-  } catch (const YAML::Exception& e) {
-    throw TaskError(file.string() + ": " + e.what());
-  }
+  // The daemon's own reading of YAML (common/yaml_json.h), so a scalar means the same here.
+  auto doc = akad::loadYamlDocument(file);
+  if (!doc) throw TaskError(doc.error().message);
+  nlohmann::json task = std::move(doc->root);
   auto need = [&](const char* key) -> const nlohmann::json& {
     if (!task.is_object() || !task.contains(key)) throw TaskError(file.string() + ": missing '" + key + "'");
     return task[key];
