@@ -1,6 +1,7 @@
-// Tasks as a catalog and as imported versions: scanning a tasks root, the common harness layers
-// a task is assembled from, and the copy of one version in the state dir. Reading task.yaml is
-// in task_file.cc, a version's hash in task_hash.cc.
+// Tasks as a catalog and as imported versions: loading one (its file, then its version's
+// hash), scanning a tasks root, the common harness layers a task is assembled from, and the
+// copy of one version in the state dir. Reading task.yaml is in task_file.cc, a version's hash
+// in task_hash.cc.
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,9 +15,12 @@ namespace fs = std::filesystem;
 
 namespace akad {
 
-nlohmann::json Task::tolerancesJson() const {
-  nlohmann::json t = nlohmann::json::object();
-  for (const auto& [dtype, tol] : tolerances) t[dtype] = {{"atol", tol.atol}, {"rtol", tol.rtol}};
+Result<Task> loadTask(const fs::path& dir) {
+  auto t = readTaskFile(dir);
+  if (!t) return t.error();
+  auto hash = taskVersionHash(*t);
+  if (!hash) return hash.error();
+  t->content_hash = *hash;
   return t;
 }
 

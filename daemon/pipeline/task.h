@@ -60,10 +60,17 @@ struct Task {
   std::filesystem::path harnessDir() const { return dir / "harness"; }
   std::filesystem::path solutionDir() const { return dir / "solution"; }
   nlohmann::json tolerancesJson() const;
+  // configs.json, what the harness reads: {task, configs, tolerances, timing}, with the visible
+  // configurations only (the agent's copy) or the held-out ones after them (the scorer's).
+  nlohmann::json configsJson(bool withHeldOut) const;
 };
 
-// Loads and validates <dir>/task.yaml (task_file.cc): every problem is reported, each with the
-// file and the key path; the suite is the name of the folder above <dir>.
+// Reads and validates <dir>/task.yaml (task_file.cc): every problem is reported, each with the
+// file and the key path; the suite is the name of the folder above <dir>. The content hash is
+// left empty: this much is all akatask needs (it compiles task_file.cc).
+Result<Task> readTaskFile(const std::filesystem::path& dir);
+
+// readTaskFile, then the version's hash (task.cc).
 Result<Task> loadTask(const std::filesystem::path& dir);
 
 // The version's identity (task_hash.cc): taskContentHash of the task's folder and of each

@@ -1,6 +1,7 @@
 // Reading tasks/<suite>/<task>/task.yaml: the file as JSON (common/yaml_json.h), checked
 // section by section with one ConfigCheck (common/config_check.h), so that a task author sees
-// every problem at once. docs/tasks.md documents the format.
+// every problem at once; and the configs.json the harness reads of it. docs/tasks.md documents
+// the format. The daemon and akatask (tasks/tools) both compile this file.
 #include <limits>
 #include <regex>
 #include <set>
@@ -170,7 +171,7 @@ void checkFolders(ConfigCheck& check, const Task& t) {
 
 }  // namespace
 
-Result<Task> loadTask(const fs::path& dir) {
+Result<Task> readTaskFile(const fs::path& dir) {
   const fs::path file = dir / "task.yaml";
   auto doc = loadYamlDocument(file);
   if (!doc) return doc.error();
@@ -187,11 +188,22 @@ Result<Task> loadTask(const fs::path& dir) {
     read(check, root, t);
   checkFolders(check, t);
   if (!check.ok()) return check.error();
-
-  auto hash = taskVersionHash(t);
-  if (!hash) return hash.error();
-  t.content_hash = *hash;
   return t;
+}
+
+nlohmann::json Task::tolerancesJson() const {
+  nlohmann::json t = nlohmann::json::object();
+  for (const auto& [dtype, tol] : tolerances) t[dtype] = {{"atol", tol.atol}, {"rtol", tol.rtol}};
+  return t;
+}
+
+nlohmann::json Task::configsJson(bool withHeldOut) const {
+  json list = visible;
+  if (withHeldOut)
+    for (const json& c : held_out) list.push_back(c);
+  const json times = {{"warmup", timing.warmup}, {"samples", timing.samples}, {"rounds", timing.rounds},
+                      {"input_sets", timing.input_sets}, {"flush_bytes", timing.flush_bytes}};
+  return {{"task", id}, {"configs", list}, {"tolerances", tolerancesJson()}, {"timing", times}};
 }
 
 }  // namespace akad

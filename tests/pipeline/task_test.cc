@@ -9,6 +9,8 @@
 #include "daemon/pipeline/prepare.h"
 #include "daemon/pipeline/task.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -192,6 +194,19 @@ TEST_F(TaskFileTest, UnknownKeysAreRefusedWithTheirPath) {
   expectRefused(build, "'build' has an unknown field 'candidat'");
 }
 
+TEST_F(TaskFileTest, AkataskRefusesWhatTheDaemonRefuses) {
+  load(valid() + "gpu: yes\ncolour: red\n");
+  const std::string cmd = std::string(AKATASK_BIN) + " configs " + dir_.string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(WEXITSTATUS(::pclose(p)), 1) << out;
+  EXPECT_NE(out.find("'gpu' must be true or false, not 'yes'"), std::string::npos) << out;
+  EXPECT_NE(out.find("unknown field 'colour'"), std::string::npos) << out;
+}
+
 TEST_F(TaskFileTest, EveryProblemOfAFileIsReportedAtOnce) {
   auto t = load(valid() + "gpu: yes\ntiming: {samples: 2, rounds: many}\nlimits: {memory: lots}\ncolour: red\n");
   ASSERT_FALSE(t);
@@ -202,8 +217,9 @@ TEST_F(TaskFileTest, EveryProblemOfAFileIsReportedAtOnce) {
   EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
 }
 
-// akatask (tasks/tools, for the validate-local scripts) and the daemon read a task's
-// configurations with the one yamlToJson: every scalar comes out the same.
+// akatask (tasks/tools, for the validate-local scripts) reads a task with the daemon's own
+// reader (task_file.cc on yamlToJson): every scalar comes out the same, and what it prints for
+// --visible is the configs.json the agent gets (Task::configsJson, written by prepare.cc).
 TEST_F(TaskFileTest, AkataskAndTheDaemonReadEveryScalarAlike) {
   std::string v = valid() + "timing: {rounds: 2}\n";
   v.replace(v.find("{name: v-8, n: 8}"), 17,
@@ -221,6 +237,8 @@ TEST_F(TaskFileTest, AkataskAndTheDaemonReadEveryScalarAlike) {
   const nlohmann::json printed = nlohmann::json::parse(out);
   ASSERT_EQ(printed["configs"].size(), 1u) << out;
   EXPECT_EQ(printed["configs"][0], t->visible.at(0));
+  EXPECT_EQ(printed, t->configsJson(/*withHeldOut=*/false));
+  EXPECT_EQ(printed["timing"]["rounds"], 2);
   // And what that reading is (common/yaml_json.h).
   const nlohmann::json& c = t->visible.at(0);
   EXPECT_EQ(c["plus"], 5);
