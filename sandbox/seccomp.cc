@@ -36,8 +36,8 @@ struct Action {
   int err = 0;
 };
 
-// `actionKey` of `entry` (its errno in `errnoKey`, else `defaultErrno`); a problem is recorded
-// in `check` and leaves the default kill action.
+// `actionKey` of `entry` (its errno in `errnoKey` if given and present, else `defaultErrno`); a
+// problem is recorded in `check` and leaves the default kill action.
 Action readAction(ConfigCheck& check, const json& entry, const std::string& path, const char* actionKey, const char* errnoKey,
                   int defaultErrno) {
   Action act;
@@ -53,7 +53,7 @@ Action readAction(ConfigCheck& check, const json& entry, const std::string& path
   else if (a == "SCMP_ACT_LOG") act.value = SCMP_ACT_LOG;
   else if (a == "SCMP_ACT_ERRNO") {
     int e = defaultErrno;
-    check.readNumber(entry, path, errnoKey, e, 0, 4095);
+    if (errnoKey) check.readNumber(entry, path, errnoKey, e, 0, 4095);
     act.value = SCMP_ACT_ERRNO(e);
     act.isErrno = true;
     act.err = e;
@@ -150,7 +150,7 @@ struct ParsedRules {
 Action readDefaultAction(ConfigCheck& check, const json& policy) {
   int defaultErrno = EPERM;
   check.readNumber(policy, "", "defaultErrnoRet", defaultErrno, 0, 4095);
-  return readAction(check, policy, "", "defaultAction", "defaultErrnoRet", defaultErrno);
+  return readAction(check, policy, "", "defaultAction", nullptr, defaultErrno);
 }
 
 // A rule's names: `names` (a list), or the older single `name`.
