@@ -213,7 +213,7 @@ class ConfigCheck {
   std::string shown(const nlohmann::json& v, const std::string& path) const {
     if (texts_)
       if (auto it = texts_->find(path); it != texts_->end()) return it->second;
-    if (v.is_string()) return "'" + v.get<std::string>() + "'";
+    if (v.is_string()) return "'" + v.get_ref<const std::string&>() + "'";
     if (v.is_null()) return "empty";
     if (v.is_object()) return "a map";
     if (v.is_array()) return "a list";

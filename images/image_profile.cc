@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <regex>
-#include <set>
 #include <system_error>
 
 namespace akad::images {

@@ -164,8 +164,9 @@ TEST(YamlToJson, AliasesCannotBlowASmallFileUpIntoAHugeTree) {
   // Nine levels of ten aliases each: 10^9 values from a few hundred bytes.
   std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i <= 9; ++i) {
-    const std::string prev = "*a" + std::to_string(i - 1);
-    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    const std::string n = std::to_string(i), prev = "*a" + std::to_string(i - 1);
+    text += "a";
+    text += n + ": &a" + n + " [";
     for (int k = 0; k < 10; ++k) text += (k ? ", " : "") + prev;
     text += "]\n";
   }
