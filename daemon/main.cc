@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "akad/version.h"
+#include "common/byte_size.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/root_only_dir.h"
@@ -217,8 +218,9 @@ struct CheckedOptions {
 };
 
 Status checkWorkspace(const DaemonOptions& o, WorkspaceLimits& out) {
-  if (!parseSize(o.workspaceSize, out.bytes))
-    return Error{"--workspace-size: expected a size such as 512M or 2G (or 0), got \"" + o.workspaceSize + "\""};
+  auto bytes = parseSize(o.workspaceSize);
+  if (!bytes) return Error{"--workspace-size: expected a size such as 512M or 2G (or 0), got \"" + o.workspaceSize + "\""};
+  out.bytes = *bytes;
   if (out.bytes > 0 && out.bytes < (1u << 20))
     return Error{"--workspace-size " + o.workspaceSize + " is below 1M: no task's files fit"};
   out.inodes = o.workspaceInodes;

@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "common/protocol.h"
 #include "daemon/store.h"
-#include "daemon/yaml_file.h"
+#include "common/yaml_file.h"
 
 namespace akad {
 

@@ -1,10 +1,10 @@
 #include "images/image_profile.h"
 
-#include <yaml-cpp/yaml.h>
+#include "common/config_check.h"
+#include "common/yaml_json.h"
 
 #include <algorithm>
 #include <regex>
-#include <set>
 #include <system_error>
 
 namespace akad::images {
@@ -12,119 +12,102 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Parsing throws only inside this file; every exit is a Result.
-struct ProfileError {
-  std::string message;
-};
+using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& message) { throw ProfileError{message}; }
-
-std::string scalar(const YAML::Node& node, const std::string& field) {
-  if (!node.IsScalar()) fail("'" + field + "' must be a string");
-  return node.as<std::string>();
+bool isAbsoluteWithoutDotDot(const std::string& path) {
+  if (path.empty() || path.front() != '/') return false;
+  return path.find("/../") == std::string::npos && !(path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0);
 }
 
-bool boolean(const YAML::Node& node, const std::string& field) {
-  if (!node.IsScalar()) fail("'" + field + "' must be true or false");
-  std::string v = node.as<std::string>();
-  if (v == "true") return true;
-  if (v == "false") return false;
-  fail("'" + field + "' must be true or false, not '" + v + "'");
+void requireAbsolute(ConfigCheck& check, const std::string& path, const std::string& field) {
+  if (path.empty() || path.front() != '/') check.fail(field, "must be an absolute path, not '" + path + "'");
+  else if (!isAbsoluteWithoutDotDot(path)) check.fail(field, "must not contain '..': '" + path + "'");
 }
 
-void requireAbsolute(const std::string& path, const std::string& field) {
-  if (path.empty() || path.front() != '/') fail("'" + field + "' must be an absolute path, not '" + path + "'");
-  if (path.find("/../") != std::string::npos || (path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0))
-    fail("'" + field + "' must not contain '..': '" + path + "'");
-}
-
-void onlyKeys(const YAML::Node& map, const std::set<std::string>& allowed, const std::string& where) {
-  for (const auto& kv : map) {
-    std::string key = kv.first.as<std::string>();
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      fail("unknown field '" + key + "' in " + where + " (known: " + list + ")");
-    }
-  }
-}
-
-std::vector<std::string> pathList(const YAML::Node& node, const std::string& field) {
+std::vector<std::string> pathList(ConfigCheck& check, const json& root, const std::string& field) {
   std::vector<std::string> out;
-  if (!node) return out;
-  if (!node.IsSequence()) fail("'" + field + "' must be a list of absolute paths");
-  for (size_t i = 0; i < node.size(); ++i) {
-    std::string p = scalar(node[i], field + "[" + std::to_string(i) + "]");
-    requireAbsolute(p, field + "[" + std::to_string(i) + "]");
-    if (p.find(':') != std::string::npos) fail("'" + field + "[" + std::to_string(i) + "]' must not contain ':'");
-    out.push_back(p);
+  const json* list = check.member(root, "", field);
+  if (!list || !check.strings(*list, field, out)) return {};
+  for (size_t i = 0; i < out.size(); ++i) {
+    requireAbsolute(check, out[i], indexPath(field, i));
+    if (out[i].find(':') != std::string::npos) check.fail(indexPath(field, i), "must not contain ':'");
   }
   return out;
 }
 
-ImageProfile parseProfile(const YAML::Node& root, const fs::path& imageDir) {
-  if (!root.IsMap()) fail("the file must be a YAML mapping");
-  onlyKeys(root, {"name", "description", "requires_gpu_vendor", "binds", "path_prepend", "library_path_prepend", "env"},
-           "the profile");
+void checkName(ConfigCheck& check, const json& root, ImageProfile& p) {
+  if (!check.readString(root, "", "name", p.name, ConfigCheck::Required)) return;
+  if (!std::regex_match(p.name, std::regex("[a-z0-9][a-z0-9-]*")))
+    check.fail("name", "must be lower-case letters, digits and '-', not '" + p.name + "'");
+  if (p.name != p.imageDir.filename().string())
+    check.fail("name", "is '" + p.name + "' but the image folder is '" + p.imageDir.filename().string() + "'");
+}
+
+// ${image_dir}: this image's folder; ${images_dir}: the folder of all images, so one image can
+// bind another's files (torch binds cuda-hip's hipcc) without a '..'.
+std::string expandImageVariables(std::string src, const fs::path& imageDir) {
+  for (const auto& [var, value] : {std::pair<std::string, std::string>{"${image_dir}", imageDir.string()},
+                                   {"${images_dir}", imageDir.parent_path().string()}})
+    for (size_t at = src.find(var); at != std::string::npos; at = src.find(var, at + 1)) src.replace(at, var.size(), value);
+  return src;
+}
+
+void checkBind(ConfigCheck& check, const json& b, const std::string& where, ImageProfile& p) {
+  if (!check.map(b, where, "src, dst, readonly and optional")) return;
+  check.onlyKeys(b, where, {"src", "dst", "readonly", "optional"});
+  ImageBind bind;
+  std::string src, dst;
+  if (!b.contains("src") || !b.contains("dst")) {
+    check.fail(where, "needs both src and dst");
+  } else {
+    if (check.string(b["src"], keyPath(where, "src"), src)) {
+      src = expandImageVariables(src, p.imageDir);
+      if (src.find("${") != std::string::npos) check.fail(keyPath(where, "src"), "uses an unknown variable: '" + src + "'");
+      else requireAbsolute(check, src, keyPath(where, "src"));
+    }
+    if (check.string(b["dst"], keyPath(where, "dst"), dst)) {
+      requireAbsolute(check, dst, keyPath(where, "dst"));
+      if (dst == "/") check.fail(keyPath(where, "dst"), "must not be the sandbox's root");
+    }
+  }
+  bind.src = src;
+  bind.dst = dst;
+  check.readBool(b, where, "readonly", bind.readonly);
+  check.readBool(b, where, "optional", bind.optional);
+  p.binds.push_back(bind);
+}
+
+void checkEnv(ConfigCheck& check, const json& root, ImageProfile& p) {
+  const json* env = check.member(root, "", "env");
+  if (!env || !check.stringMap(*env, "env", p.env)) return;
+  for (const auto& [key, value] : p.env) {
+    if (!std::regex_match(key, std::regex("[A-Za-z_][A-Za-z0-9_]*"))) check.fail("env", "has an invalid variable name '" + key + "'");
+    if (key == "PATH" || key == "LD_LIBRARY_PATH")
+      check.fail("env", "must not set " + key + " (use path_prepend / library_path_prepend)");
+  }
+}
+
+ImageProfile checkProfile(ConfigCheck& check, const json& root, const fs::path& imageDir) {
   ImageProfile p;
   p.imageDir = imageDir;
-  if (!root["name"]) fail("missing field 'name'");
-  p.name = scalar(root["name"], "name");
-  if (!std::regex_match(p.name, std::regex("[a-z0-9][a-z0-9-]*")))
-    fail("'name' must be lower-case letters, digits and '-', not '" + p.name + "'");
-  if (p.name != imageDir.filename().string())
-    fail("'name' is '" + p.name + "' but the image folder is '" + imageDir.filename().string() + "'");
-  if (!root["description"]) fail("missing field 'description'");
-  p.description = scalar(root["description"], "description");
-
-  if (root["requires_gpu_vendor"]) {
-    p.requiresGpuVendor = scalar(root["requires_gpu_vendor"], "requires_gpu_vendor");
-    if (p.requiresGpuVendor != "nvidia" && p.requiresGpuVendor != "amd" && p.requiresGpuVendor != "none")
-      fail("'requires_gpu_vendor' must be nvidia, amd or none, not '" + p.requiresGpuVendor + "'");
+  if (!root.is_object()) {
+    check.fail("", "the file must be a YAML mapping");
+    return p;
   }
-
-  if (const YAML::Node binds = root["binds"]) {
-    if (!binds.IsSequence()) fail("'binds' must be a list");
-    for (size_t i = 0; i < binds.size(); ++i) {
-      std::string where = "binds[" + std::to_string(i) + "]";
-      const YAML::Node b = binds[i];
-      if (!b.IsMap()) fail("'" + where + "' must be a mapping with src and dst");
-      onlyKeys(b, {"src", "dst", "readonly", "optional"}, where);
-      if (!b["src"] || !b["dst"]) fail("'" + where + "' needs both src and dst");
-      ImageBind bind;
-      std::string src = scalar(b["src"], where + ".src");
-      // ${image_dir}: this image's folder; ${images_dir}: the folder of all images, so one image
-      // can bind another's files (torch binds cuda-hip's hipcc) without a '..'.
-      for (const auto& [var, value] : {std::pair<std::string, std::string>{"${image_dir}", imageDir.string()},
-                                       {"${images_dir}", imageDir.parent_path().string()}})
-        for (size_t at = src.find(var); at != std::string::npos; at = src.find(var, at + 1))
-          src.replace(at, var.size(), value);
-      if (src.find("${") != std::string::npos) fail("'" + where + ".src' uses an unknown variable: '" + src + "'");
-      requireAbsolute(src, where + ".src");
-      std::string dst = scalar(b["dst"], where + ".dst");
-      requireAbsolute(dst, where + ".dst");
-      if (dst == "/") fail("'" + where + ".dst' must not be the sandbox's root");
-      bind.src = src;
-      bind.dst = dst;
-      if (b["readonly"]) bind.readonly = boolean(b["readonly"], where + ".readonly");
-      if (b["optional"]) bind.optional = boolean(b["optional"], where + ".optional");
-      p.binds.push_back(bind);
-    }
+  check.onlyKeys(root, "", {"name", "description", "requires_gpu_vendor", "binds", "path_prepend", "library_path_prepend", "env"});
+  checkName(check, root, p);
+  check.readString(root, "", "description", p.description, ConfigCheck::Required);
+  if (check.readString(root, "", "requires_gpu_vendor", p.requiresGpuVendor) && p.requiresGpuVendor != "nvidia" &&
+      p.requiresGpuVendor != "amd" && p.requiresGpuVendor != "none")
+    check.fail("requires_gpu_vendor", "must be nvidia, amd or none, not '" + p.requiresGpuVendor + "'");
+  if (const json* binds = check.member(root, "", "binds")) {
+    if (!binds->is_array()) check.fail("binds", "must be a list");
+    else
+      for (size_t i = 0; i < binds->size(); ++i) checkBind(check, (*binds)[i], indexPath("binds", i), p);
   }
-
-  p.pathPrepend = pathList(root["path_prepend"], "path_prepend");
-  p.libraryPathPrepend = pathList(root["library_path_prepend"], "library_path_prepend");
-
-  if (const YAML::Node env = root["env"]) {
-    if (!env.IsMap()) fail("'env' must be a mapping of NAME: value");
-    for (const auto& kv : env) {
-      std::string key = kv.first.as<std::string>();
-      if (!std::regex_match(key, std::regex("[A-Za-z_][A-Za-z0-9_]*"))) fail("'env' has an invalid variable name '" + key + "'");
-      if (key == "PATH" || key == "LD_LIBRARY_PATH")
-        fail("'env' must not set " + key + " (use path_prepend / library_path_prepend)");
-      p.env[key] = scalar(kv.second, "env." + key);
-    }
-  }
+  p.pathPrepend = pathList(check, root, "path_prepend");
+  p.libraryPathPrepend = pathList(check, root, "library_path_prepend");
+  checkEnv(check, root, p);
   return p;
 }
 
@@ -134,13 +117,12 @@ Result<ImageProfile> loadImageProfile(const fs::path& yamlFile) {
   std::error_code ec;
   if (!fs::is_regular_file(yamlFile, ec)) return Error{"image profile " + yamlFile.string() + " does not exist"};
   fs::path imageDir = fs::absolute(yamlFile, ec).parent_path();
-  try {
-    return parseProfile(YAML::LoadFile(yamlFile.string()), imageDir);
-  } catch (const ProfileError& e) {
-    return Error{"invalid image profile " + yamlFile.string() + ": " + e.message};
-  } catch (const YAML::Exception& e) {
-    return Error{"invalid image profile " + yamlFile.string() + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
-  }
+  auto doc = loadYamlDocument(yamlFile);
+  if (!doc) return Error{"invalid image profile " + doc.error().message};
+  ConfigCheck check(yamlFile.string(), &doc->texts);
+  ImageProfile p = checkProfile(check, doc->root, imageDir);
+  if (!check.ok()) return check.error();
+  return p;
 }
 
 Result<std::vector<ImageProfile>> loadImageProfiles(const fs::path& imagesRoot) {

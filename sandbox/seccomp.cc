@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "akad/version.h"
+#include "common/config_check.h"
 #include "common/data_root.h"
 #include "common/unique_fd.h"
 #include "sandbox/cache_dir.h"
@@ -35,12 +36,16 @@ struct Action {
   int err = 0;
 };
 
-Result<Action> parseAction(const json& entry, const char* actionKey, const char* errnoKey, int defaultErrno,
-                           const std::string& where) {
-  if (!entry.contains(actionKey) || !entry[actionKey].is_string())
-    return Error{where + ": '" + actionKey + "' must be a string such as \"SCMP_ACT_ALLOW\""};
-  const std::string a = entry[actionKey].get<std::string>();
+// `actionKey` of `entry` (its errno in `errnoKey` if given and present, else `defaultErrno`); a
+// problem is recorded in `check` and leaves the default kill action.
+Action readAction(ConfigCheck& check, const json& entry, const std::string& path, const char* actionKey, const char* errnoKey,
+                  int defaultErrno) {
   Action act;
+  if (!entry.contains(actionKey) || !entry[actionKey].is_string()) {
+    check.fail(keyPath(path, actionKey), "must be a string such as \"SCMP_ACT_ALLOW\"");
+    return act;
+  }
+  const std::string a = entry[actionKey].get<std::string>();
   if (a == "SCMP_ACT_ALLOW") act.value = SCMP_ACT_ALLOW;
   else if (a == "SCMP_ACT_KILL" || a == "SCMP_ACT_KILL_THREAD") act.value = SCMP_ACT_KILL_THREAD;
   else if (a == "SCMP_ACT_KILL_PROCESS") act.value = SCMP_ACT_KILL_PROCESS;
@@ -48,30 +53,32 @@ Result<Action> parseAction(const json& entry, const char* actionKey, const char*
   else if (a == "SCMP_ACT_LOG") act.value = SCMP_ACT_LOG;
   else if (a == "SCMP_ACT_ERRNO") {
     int e = defaultErrno;
-    if (entry.contains(errnoKey)) {
-      if (!entry[errnoKey].is_number_unsigned() || entry[errnoKey].get<uint64_t>() > 4095)
-        return Error{where + ": '" + errnoKey + "' must be an errno number (0-4095)"};
-      e = entry[errnoKey].get<int>();
-    }
+    if (errnoKey) check.readNumber(entry, path, errnoKey, e, 0, 4095);
     act.value = SCMP_ACT_ERRNO(e);
     act.isErrno = true;
     act.err = e;
   } else if (a == "SCMP_ACT_TRACE" || a == "SCMP_ACT_NOTIFY") {
-    return Error{where + ": action " + a + " is not supported (akabox is not a tracer and owns the notifier)"};
+    check.fail(keyPath(path, actionKey), "is " + a + ", which is not supported (akabox is not a tracer and owns the notifier)");
   } else {
-    return Error{where + ": unknown action '" + a + "'"};
+    check.fail(keyPath(path, actionKey), "is an unknown action '" + a + "'");
   }
   return act;
 }
 
-Result<scmp_compare> parseOp(const std::string& op, const std::string& where) {
+bool readOp(ConfigCheck& check, const json& v, const std::string& path, scmp_compare& out) {
   static const std::map<std::string, scmp_compare> ops = {
       {"SCMP_CMP_NE", SCMP_CMP_NE}, {"SCMP_CMP_LT", SCMP_CMP_LT}, {"SCMP_CMP_LE", SCMP_CMP_LE},
       {"SCMP_CMP_EQ", SCMP_CMP_EQ}, {"SCMP_CMP_GE", SCMP_CMP_GE}, {"SCMP_CMP_GT", SCMP_CMP_GT},
       {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ}};
+  std::string op;
+  if (!check.string(v, path, op)) return false;
   auto it = ops.find(op);
-  if (it == ops.end()) return Error{where + ": unknown argument operator '" + op + "'"};
-  return it->second;
+  if (it == ops.end()) {
+    check.fail(path, "is an unknown argument operator '" + op + "'");
+    return false;
+  }
+  out = it->second;
+  return true;
 }
 
 // Compat architectures that can run on the native one; a listed architecture that cannot
@@ -140,45 +147,44 @@ struct ParsedRules {
 };
 
 // The default action (and its errno, defaultErrnoRet, EPERM if not given).
-Result<Action> parseDefaultAction(const json& policy, const std::string& source) {
+Action readDefaultAction(ConfigCheck& check, const json& policy) {
   int defaultErrno = EPERM;
-  if (policy.contains("defaultErrnoRet")) {
-    if (!policy["defaultErrnoRet"].is_number_unsigned()) return Error{"seccomp policy " + source + ": 'defaultErrnoRet' must be an errno number"};
-    defaultErrno = policy["defaultErrnoRet"].get<int>();
-  }
-  return parseAction(policy, "defaultAction", "defaultErrnoRet", defaultErrno, "seccomp policy " + source);
+  check.readNumber(policy, "", "defaultErrnoRet", defaultErrno, 0, 4095);
+  return readAction(check, policy, "", "defaultAction", nullptr, defaultErrno);
 }
 
 // A rule's names: `names` (a list), or the older single `name`.
-Result<std::vector<std::string>> parseRuleNames(const json& entry, const std::string& where) {
+std::vector<std::string> readRuleNames(ConfigCheck& check, const json& entry, const std::string& path) {
   std::vector<std::string> names;
-  if (entry.contains("names")) {
-    if (!entry["names"].is_array()) return Error{where + ": 'names' must be a list of syscall names"};
-    for (const auto& n : entry["names"]) {
-      if (!n.is_string()) return Error{where + ": syscall names must be strings"};
-      names.push_back(n.get<std::string>());
-    }
-  } else if (entry.contains("name") && entry["name"].is_string()) {
-    names.push_back(entry["name"].get<std::string>());
-  } else {
-    return Error{where + ": needs 'names'"};
-  }
+  if (entry.contains("names")) check.strings(entry["names"], keyPath(path, "names"), names);
+  else if (entry.contains("name")) check.strings(entry["name"], keyPath(path, "name"), names, /*loneString=*/true);
+  else check.fail(path, "needs 'names'");
   return names;
 }
 
 // A rule's argument conditions (`args`), none if absent or null.
-Result<std::vector<scmp_arg_cmp>> parseRuleArgs(const json& entry, const std::string& where) {
+std::vector<scmp_arg_cmp> readRuleArgs(ConfigCheck& check, const json& entry, const std::string& path) {
   std::vector<scmp_arg_cmp> args;
   if (!entry.contains("args") || entry["args"].is_null()) return args;
-  if (!entry["args"].is_array()) return Error{where + ": 'args' must be a list"};
-  for (const auto& a : entry["args"]) {
-    if (!a.is_object() || !a.contains("index") || !a["index"].is_number_unsigned() || a["index"].get<unsigned>() > 5 ||
-        !a.contains("op") || !a["op"].is_string() || !a.contains("value") || !a["value"].is_number_unsigned())
-      return Error{where + ": each argument needs index (0-5), op and an unsigned value"};
-    auto op = parseOp(a["op"].get<std::string>(), where);
-    if (!op) return op.error();
-    uint64_t v2 = a.contains("valueTwo") && a["valueTwo"].is_number_unsigned() ? a["valueTwo"].get<uint64_t>() : 0;
-    args.push_back(scmp_arg_cmp{a["index"].get<unsigned>(), *op, a["value"].get<uint64_t>(), v2});
+  if (!entry["args"].is_array()) {
+    check.fail(keyPath(path, "args"), "must be a list");
+    return args;
+  }
+  for (std::size_t i = 0; i < entry["args"].size(); ++i) {
+    const json& a = entry["args"][i];
+    const std::string at = indexPath(keyPath(path, "args"), i);
+    if (!check.map(a, at, "index, value, valueTwo and op")) continue;
+    check.onlyKeys(a, at, {"index", "value", "valueTwo", "op"});
+    scmp_arg_cmp cmp{0, SCMP_CMP_EQ, 0, 0};
+    bool good = true;
+    for (auto [key, need] : {std::pair{"index", ConfigCheck::Required}, {"value", ConfigCheck::Required}, {"op", ConfigCheck::Required}})
+      good = check.member(a, at, key, need, "index (0-5), op and an unsigned value are needed") != nullptr && good;
+    if (!good) continue;
+    good = check.number(a["index"], keyPath(at, "index"), cmp.arg, 0u, 5u) && good;
+    good = check.number(a["value"], keyPath(at, "value"), cmp.datum_a, uint64_t{0}, UINT64_MAX) && good;
+    good = check.readNumber(a, at, "valueTwo", cmp.datum_b, uint64_t{0}, UINT64_MAX) && good;
+    good = readOp(check, a["op"], keyPath(at, "op"), cmp.op) && good;
+    if (good) args.push_back(cmp);
   }
   return args;
 }
@@ -186,46 +192,55 @@ Result<std::vector<scmp_arg_cmp>> parseRuleArgs(const json& entry, const std::st
 // Every rule of `syscalls`, gathered before the filter is built, so that whether the notifier
 // can be used is known first. Names that are not syscalls on this architecture are skipped
 // (as Docker does).
-Result<ParsedRules> parseRules(const json& policy, const std::string& source) {
+ParsedRules readRules(ConfigCheck& check, const json& policy) {
   ParsedRules out;
   if (!policy.contains("syscalls")) return out;
-  if (!policy["syscalls"].is_array()) return Error{"seccomp policy " + source + ": 'syscalls' must be a list"};
-  size_t i = 0;
-  for (const auto& entry : policy["syscalls"]) {
-    std::string where = "seccomp policy " + source + ", syscalls[" + std::to_string(i++) + "]";
-    if (!entry.is_object()) return Error{where + ": expected an object"};
-    auto names = parseRuleNames(entry, where);
-    if (!names) return names.error();
-    auto act = parseAction(entry, "action", "errnoRet", EPERM, where);
-    if (!act) return act.error();
-    auto args = parseRuleArgs(entry, where);
-    if (!args) return args.error();
-    for (const auto& name : *names) {
+  if (!policy["syscalls"].is_array()) {
+    check.fail("syscalls", "must be a list");
+    return out;
+  }
+  for (std::size_t i = 0; i < policy["syscalls"].size(); ++i) {
+    const json& entry = policy["syscalls"][i];
+    const std::string path = indexPath("syscalls", i);
+    if (!check.map(entry, path, "names, action, errnoRet and args")) continue;
+    // comment, includes and excludes (Docker's conditions on capabilities and kernels) are
+    // read by no one here: every rule applies.
+    check.onlyKeys(entry, path, {"names", "name", "action", "errnoRet", "args", "comment", "includes", "excludes"});
+    const auto names = readRuleNames(check, entry, path);
+    const Action act = readAction(check, entry, path, "action", "errnoRet", EPERM);
+    const auto args = readRuleArgs(check, entry, path);
+    for (const auto& name : names) {
       int nr = seccomp_syscall_resolve_name(name.c_str());
       if (nr == __NR_SCMP_ERROR) continue;
-      if (act->value == SCMP_ACT_ALLOW && args->empty()) out.unconditionalAllow.insert(name);
-      out.rules.push_back(Rule{name, nr, *act, *args});
+      if (act.value == SCMP_ACT_ALLOW && args.empty()) out.unconditionalAllow.insert(name);
+      out.rules.push_back(Rule{name, nr, act, args});
     }
   }
   return out;
 }
 
-// The architectures the policy lists, where this kernel runs them (syscalls of any other
-// kill, SCMP_FLTATR_ACT_BADARCH).
-Status addArchitectures(scmp_filter_ctx ctx, const json& policy, const std::string& source) {
-  if (!policy.contains("architectures") || !policy["architectures"].is_array()) return {};
+// The architectures the policy lists that this kernel runs beside the native one (syscalls
+// of any other kill, SCMP_FLTATR_ACT_BADARCH).
+std::vector<uint32_t> readArchitectures(ConfigCheck& check, const json& policy) {
+  std::vector<uint32_t> compat;
+  std::vector<std::string> names;
+  if (!policy.contains("architectures") || !check.strings(policy["architectures"], "architectures", names)) return compat;
   const uint32_t native = seccomp_arch_native();
-  for (const auto& a : policy["architectures"]) {
-    if (!a.is_string()) return Error{"seccomp policy " + source + ": architectures must be strings"};
-    std::string name = a.get<std::string>();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
     std::string lower = name.rfind("SCMP_ARCH_", 0) == 0 ? name.substr(10) : name;
     for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     uint32_t arch = seccomp_arch_resolve_name(lower.c_str());
-    if (arch == 0) return Error{"seccomp policy " + source + ": unknown architecture '" + name + "'"};
-    if (isCompatArch(native, arch)) {
-      int rc = seccomp_arch_add(ctx, arch);
-      if (rc < 0 && rc != -EEXIST) return Error{"seccomp policy " + source + ": cannot add architecture " + name};
-    }
+    if (arch == 0) check.fail(indexPath("architectures", i), "is an unknown architecture '" + name + "'");
+    else if (isCompatArch(native, arch)) compat.push_back(arch);
+  }
+  return compat;
+}
+
+Status addArchitectures(scmp_filter_ctx ctx, const std::vector<uint32_t>& arches, const std::string& source) {
+  for (uint32_t arch : arches) {
+    int rc = seccomp_arch_add(ctx, arch);
+    if (rc < 0 && rc != -EEXIST) return Error{"seccomp policy " + source + ": cannot add architecture " + std::to_string(arch)};
   }
   return {};
 }
@@ -278,27 +293,31 @@ struct FilterContext {
 }  // namespace
 
 Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy, const std::string& source) {
-  if (!policy.is_object()) return Error{"seccomp policy " + source + ": expected a JSON object"};
+  ConfigCheck check("seccomp policy " + source);
+  if (!check.map(policy, "")) return check.error();
+  // archMap (Docker's) is read by no one here: the architectures are the native one and those
+  // listed in `architectures`.
+  check.onlyKeys(policy, "", {"comment", "defaultAction", "defaultErrnoRet", "architectures", "archMap", "syscalls"});
+  const Action def = readDefaultAction(check, policy);
+  const ParsedRules rules = readRules(check, policy);
+  const std::vector<uint32_t> compatArches = readArchitectures(check, policy);
+  if (!check.ok()) return check.error();
   std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
   p->source_ = source;
-  auto def = parseDefaultAction(policy, source);
-  if (!def) return def.error();
-  p->defaultErrno_ = def->isErrno ? def->err : EPERM;
-  auto parsed = parseRules(policy, source);
-  if (!parsed) return parsed.error();
+  p->defaultErrno_ = def.isErrno ? def.err : EPERM;
 
   // Only the default action is reported: explicit errno rules (clone3 -> ENOSYS so that libc
   // falls back to clone) are expected answers, not violations. The listener fd is handed to
   // akabox with sendmsg after the filter is loaded, so sendmsg and execve must be allowed.
-  const std::set<std::string>& allow = parsed->unconditionalAllow;
-  p->notify_ = def->isErrno && allow.count("sendmsg") && allow.count("execve");
+  const std::set<std::string>& allow = rules.unconditionalAllow;
+  p->notify_ = def.isErrno && allow.count("sendmsg") && allow.count("execve");
   auto allowed = [&](const char* name) {
-    const bool ruled = std::any_of(parsed->rules.begin(), parsed->rules.end(), [&](const Rule& r) { return r.name == name; });
-    return allow.count(name) > 0 || (def->value == SCMP_ACT_ALLOW && !ruled);
+    const bool ruled = std::any_of(rules.rules.begin(), rules.rules.end(), [&](const Rule& r) { return r.name == name; });
+    return allow.count(name) > 0 || (def.value == SCMP_ACT_ALLOW && !ruled);
   };
   p->allowsLateSetup_ = allowed("chdir") && allowed("recvfrom");
 
-  const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def->value;
+  const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def.value;
   FilterContext owner{seccomp_init(defaultAction)};
   scmp_filter_ctx ctx = owner.ctx;
   if (!ctx) return Error{"seccomp policy " + source + ": seccomp_init failed"};
@@ -307,8 +326,8 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy
   seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
   // Binary-tree dispatch: a long allow-list costs O(log n) per syscall instead of O(n).
   seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-  if (auto st = addArchitectures(ctx, policy, source); !st) return st.error();
-  if (auto st = addRules(ctx, parsed->rules, defaultAction, source); !st) return st.error();
+  if (auto st = addArchitectures(ctx, compatArches, source); !st) return st.error();
+  if (auto st = addRules(ctx, rules.rules, defaultAction, source); !st) return st.error();
   if (auto st = exportProgram(ctx, source, p->program_); !st) return st.error();
   return p;
 }

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <string_view>
 
+#include "common/byte_size.h"
+#include "common/config_check.h"
 #include "sandbox/files.h"
 #include "sandbox/text.h"
 
@@ -29,56 +33,54 @@ constexpr std::string_view kKnownFields[] = {
     "stdin", "stdout", "stderr", "result", "result_fd", "devices", "gpus", "cgroup_parent",
     "cgroup_backend", "hostname", "cwd", "command_is_pid1", "mount_template", "command"};
 
-Error fieldError(const std::string& field, const std::string& why) {
-  return Error{"spec field '" + field + "': " + why};
-}
-
-Result<std::string> asString(const json& v, const std::string& field) {
-  if (!v.is_string()) return fieldError(field, "expected a string, got " + v.dump());
-  return v.get<std::string>();
-}
-
-Result<uint64_t> asCount(const json& v, const std::string& field) {
-  if (v.is_number_unsigned()) return v.get<uint64_t>();
+// Each reader records its problem in `check` and returns false, leaving `out` as it was.
+bool readCount(ConfigCheck& check, const json& v, const std::string& field, uint64_t& out) {
+  if (v.is_number_unsigned()) {
+    out = v.get<uint64_t>();
+    return true;
+  }
   if (v.is_string()) {
     auto r = parseSize(v.get<std::string>());
-    if (!r) return fieldError(field, r.error().message);
-    return *r;
+    if (r) out = *r;
+    else check.fail(field, r.error().message);
+    return r.ok();
   }
-  return fieldError(field, "expected a non-negative integer or a size string, got " + v.dump());
+  check.fail(field, "expected a non-negative integer or a size string, got " + v.dump());
+  return false;
 }
 
-Result<double> asSeconds(const json& v, const std::string& field) {
-  double d;
-  if (v.is_number()) {
+bool readSeconds(ConfigCheck& check, const json& v, const std::string& field, double& out) {
+  double d = 0;
+  bool number = v.is_number();
+  if (number) {
     d = v.get<double>();
   } else if (v.is_string()) {
-    try {
-      size_t used = 0;
-      d = std::stod(v.get<std::string>(), &used);
-      if (used != v.get<std::string>().size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      return fieldError(field, "expected seconds, got " + v.dump());
-    }
-  } else {
-    return fieldError(field, "expected seconds, got " + v.dump());
+    const std::string text = v.get<std::string>();
+    char* end = nullptr;
+    d = std::strtod(text.c_str(), &end);
+    number = !text.empty() && end == text.c_str() + text.size();
   }
-  if (!std::isfinite(d) || d < 0 || d > 1e7) return fieldError(field, "seconds out of range: " + v.dump());
-  return d;
+  if (!number) check.fail(field, "expected seconds, got " + v.dump());
+  else if (!std::isfinite(d) || d < 0 || d > 1e7) check.fail(field, "seconds out of range: " + v.dump());
+  else out = d;
+  return number && std::isfinite(d) && d >= 0 && d <= 1e7;
 }
 
-Result<uint32_t> asId(const json& v, const std::string& field) {
-  if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 10)
-      return fieldError(field, "expected an id number, got " + v.dump());
-    uint64_t n = std::stoull(s);
-    if (n > 0xFFFFFFFEull) return fieldError(field, "id out of range");
-    return static_cast<uint32_t>(n);
-  }
-  if (!v.is_number_unsigned() || v.get<uint64_t>() > 0xFFFFFFFEull)
-    return fieldError(field, "expected an id number, got " + v.dump());
-  return static_cast<uint32_t>(v.get<uint64_t>());
+std::optional<uint64_t> idNumber(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (!v.is_string()) return std::nullopt;
+  const std::string s = v.get<std::string>();
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 10) return std::nullopt;
+  return std::stoull(s);
+}
+
+template <typename Id>
+bool readId(ConfigCheck& check, const json& v, const std::string& field, Id& out) {
+  const auto n = idNumber(v);
+  if (!n) check.fail(field, "expected an id number, got " + v.dump());
+  else if (*n > 0xFFFFFFFEull) check.fail(field, "id out of range");
+  else out = static_cast<uint32_t>(*n);
+  return n && *n <= 0xFFFFFFFEull;
 }
 
 bool isAbsoluteClean(const std::string& p) {
@@ -88,76 +90,109 @@ bool isAbsoluteClean(const std::string& p) {
   return true;
 }
 
-// "SRC:DST[:MODE[,MODE]]" with MODE ro, rw or dev, or {"src":..,"dst":..,"rw":bool,"dev":bool}
-Result<BindMount> parseBind(const json& v) {
-  BindMount b;
-  if (v.is_object()) {
-    if (!v.contains("src") || !v["src"].is_string()) return fieldError("binds", "entry needs a string 'src': " + v.dump());
-    b.src = v["src"].get<std::string>();
-    b.dst = v.value("dst", b.src);
-    if (v.contains("rw") && !v["rw"].is_boolean()) return fieldError("binds", "'rw' must be true or false: " + v.dump());
-    b.rw = v.value("rw", false);
-    if (v.contains("dev") && !v["dev"].is_boolean()) return fieldError("binds", "'dev' must be true or false: " + v.dump());
-    b.dev = v.value("dev", false);
-  } else if (v.is_string()) {
-    std::string s = v.get<std::string>();
-    const auto parts = text::fields(s, ':');
-    if (parts.size() < 1 || parts.size() > 3) return fieldError("binds", "expected SRC:DST[:rw|ro][,dev], got '" + s + "'");
-    b.src = parts[0];
-    b.dst = parts.size() >= 2 ? parts[1] : parts[0];
-    if (parts.size() == 3) {
-      for (auto mode : text::fields(parts[2], ',')) {
-        if (mode == "rw") b.rw = true;
-        else if (mode == "dev") b.dev = true;
-        else if (mode != "ro") return fieldError("binds", "mode must be rw, ro or dev in '" + s + "'");
-      }
-    }
-  } else {
-    return fieldError("binds", "expected \"SRC:DST[:rw]\" or an object, got " + v.dump());
+// A flag of one entry of the list `list` (a bind's rw, a tmpfs's huge): the problem names the
+// list and shows the entry, as it does for an entry written as text ("/t:huge").
+bool readEntryFlag(ConfigCheck& check, const json& entry, const std::string& list, const char* key, bool& out) {
+  if (!entry.contains(key)) return true;
+  if (entry[key].is_boolean()) {
+    out = entry[key].get<bool>();
+    return true;
   }
-  if (!isAbsoluteClean(b.src)) return fieldError("binds", "source must be an absolute path without '..': '" + b.src + "'");
-  if (!isAbsoluteClean(b.dst) || b.dst == "/") return fieldError("binds", "destination must be an absolute path below / without '..': '" + b.dst + "'");
-  return b;
+  check.fail(list, std::string("'") + key + "' must be true or false: " + entry.dump());
+  return false;
 }
 
-Result<TmpfsMount> parseTmpfs(const json& v) {
-  TmpfsMount t;
-  if (v.is_object()) {
-    if (!v.contains("dst") || !v["dst"].is_string()) return fieldError("tmpfs", "entry needs a string 'dst': " + v.dump());
-    t.dst = v["dst"].get<std::string>();
-    for (const auto& [key, value] : v.items())
-      if (key != "dst" && key != "size" && key != "huge") return fieldError("tmpfs", "unknown key '" + key + "' in " + v.dump());
-    if (v.contains("size")) {
-      auto s = asCount(v["size"], "tmpfs.size");
-      if (!s) return s.error();
-      t.sizeBytes = *s;
-    }
-    if (v.contains("huge")) {
-      if (!v["huge"].is_boolean()) return fieldError("tmpfs", "'huge' must be true or false: " + v.dump());
-      t.hugePages = v["huge"].get<bool>();
-    }
-  } else if (v.is_string()) {
-    std::string s = v.get<std::string>();
-    auto colon = s.find(':');
-    t.dst = s.substr(0, colon);
-    std::string rest = colon == std::string::npos ? "" : s.substr(colon + 1);
-    if (rest == "huge") {
-      t.hugePages = true;
-      rest.clear();
-    } else if (rest.size() > 5 && rest.ends_with(":huge")) {
-      t.hugePages = true;
-      rest.resize(rest.size() - 5);
-    }
-    if (!rest.empty()) {
-      auto size = parseSize(rest);
-      if (!size) return fieldError("tmpfs", size.error().message + " in '" + s + "'");
-      t.sizeBytes = *size;
-    }
-  } else {
-    return fieldError("tmpfs", "expected \"DST[:SIZE][:huge]\" or an object, got " + v.dump());
+// "SRC:DST[:MODE[,MODE]]" with MODE ro, rw or dev, or {"src":..,"dst":..,"rw":bool,"dev":bool}
+bool readBindObject(ConfigCheck& check, const json& v, BindMount& b) {
+  check.onlyKeys(v, "binds", {"src", "dst", "rw", "dev"});
+  if (!v.contains("src") || !v["src"].is_string()) {
+    check.fail("binds", "entry needs a string 'src': " + v.dump());
+    return false;
   }
-  if (!isAbsoluteClean(t.dst) || t.dst == "/") return fieldError("tmpfs", "destination must be an absolute path below / without '..': '" + t.dst + "'");
-  return t;
+  b.src = v["src"].get<std::string>();
+  b.dst = b.src;
+  bool good = !v.contains("dst") || check.string(v["dst"], "binds", b.dst);
+  good = readEntryFlag(check, v, "binds", "rw", b.rw) && good;
+  return readEntryFlag(check, v, "binds", "dev", b.dev) && good;
+}
+
+bool readBindText(ConfigCheck& check, const std::string& s, BindMount& b) {
+  const auto parts = text::fields(s, ':');
+  if (parts.size() < 1 || parts.size() > 3) {
+    check.fail("binds", "expected SRC:DST[:rw|ro][,dev], got '" + s + "'");
+    return false;
+  }
+  b.src = parts[0];
+  b.dst = parts.size() >= 2 ? parts[1] : parts[0];
+  if (parts.size() == 3) {
+    for (auto mode : text::fields(parts[2], ',')) {
+      if (mode == "rw") b.rw = true;
+      else if (mode == "dev") b.dev = true;
+      else if (mode != "ro") {
+        check.fail("binds", "mode must be rw, ro or dev in '" + s + "'");
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void readBind(ConfigCheck& check, const json& v, SandboxSpec& s) {
+  BindMount b;
+  bool good = false;
+  if (v.is_object()) good = readBindObject(check, v, b);
+  else if (v.is_string()) good = readBindText(check, v.get<std::string>(), b);
+  else check.fail("binds", "expected \"SRC:DST[:rw]\" or an object, got " + v.dump());
+  if (!good) return;
+  if (!isAbsoluteClean(b.src)) check.fail("binds", "source must be an absolute path without '..': '" + b.src + "'");
+  else if (!isAbsoluteClean(b.dst) || b.dst == "/")
+    check.fail("binds", "destination must be an absolute path below / without '..': '" + b.dst + "'");
+  else s.binds.push_back(b);
+}
+
+bool readTmpfsObject(ConfigCheck& check, const json& v, TmpfsMount& t) {
+  if (!v.contains("dst") || !v["dst"].is_string()) {
+    check.fail("tmpfs", "entry needs a string 'dst': " + v.dump());
+    return false;
+  }
+  t.dst = v["dst"].get<std::string>();
+  check.onlyKeys(v, "tmpfs", {"dst", "size", "huge"});
+  bool good = !v.contains("size") || readCount(check, v["size"], "tmpfs", t.sizeBytes);
+  return readEntryFlag(check, v, "tmpfs", "huge", t.hugePages) && good;
+}
+
+// "DST[:SIZE][:huge]"
+bool readTmpfsText(ConfigCheck& check, const std::string& s, TmpfsMount& t) {
+  auto colon = s.find(':');
+  t.dst = s.substr(0, colon);
+  std::string rest = colon == std::string::npos ? "" : s.substr(colon + 1);
+  if (rest == "huge") {
+    t.hugePages = true;
+    rest.clear();
+  } else if (rest.size() > 5 && rest.ends_with(":huge")) {
+    t.hugePages = true;
+    rest.resize(rest.size() - 5);
+  }
+  if (rest.empty()) return true;
+  auto size = parseSize(rest);
+  if (!size) {
+    check.fail("tmpfs", size.error().message + " in '" + s + "'");
+    return false;
+  }
+  t.sizeBytes = *size;
+  return true;
+}
+
+void readTmpfs(ConfigCheck& check, const json& v, SandboxSpec& s) {
+  TmpfsMount t;
+  bool good = false;
+  if (v.is_object()) good = readTmpfsObject(check, v, t);
+  else if (v.is_string()) good = readTmpfsText(check, v.get<std::string>(), t);
+  else check.fail("tmpfs", "expected \"DST[:SIZE][:huge]\" or an object, got " + v.dump());
+  if (!good) return;
+  if (!isAbsoluteClean(t.dst) || t.dst == "/")
+    check.fail("tmpfs", "destination must be an absolute path below / without '..': '" + t.dst + "'");
+  else s.tmpfs.push_back(t);
 }
 
 // env may be given as {"K": "V"} or as ["K=V", ...] (the --env flag's form).
@@ -194,24 +229,6 @@ json mergeFlags(const json& fileIn, const json& flagsIn) {
 
 }  // namespace
 
-Result<uint64_t> parseSize(const std::string& text) {
-  if (text.empty()) return Error{"empty size"};
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 19) return Error{"invalid size '" + text + "' (expected e.g. 512M, 4G or bytes)"};
-  uint64_t n = std::stoull(text.substr(0, i));
-  std::string unit = text.substr(i);
-  unsigned shift = 0;
-  if (unit.empty() || unit == "B" || unit == "b") shift = 0;
-  else if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB") shift = 10;
-  else if (unit == "M" || unit == "m" || unit == "MB" || unit == "MiB") shift = 20;
-  else if (unit == "G" || unit == "g" || unit == "GB" || unit == "GiB") shift = 30;
-  else if (unit == "T" || unit == "t" || unit == "TB" || unit == "TiB") shift = 40;
-  else return Error{"invalid size unit in '" + text + "' (use K, M, G or T)"};
-  if (shift && n > (UINT64_MAX >> shift)) return Error{"size '" + text + "' is too large"};
-  return n << shift;
-}
-
 Result<json> loadSpecFile(const std::string& path) {
   auto read = readWholeFile(path, kMaxSpecBytes, "spec file");
   if (!read) return read.error();
@@ -231,179 +248,133 @@ Result<json> loadSpecFile(const std::string& path) {
 
 namespace {
 
-Status checkKnownFields(const json& j) {
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!listed(kKnownFields, it.key())) return fieldError(it.key(), "unknown field (see docs/akabox.md)");
-  return {};
-}
-
-Status readString(const json& j, const char* field, std::string& out) {
-  if (!j.contains(field)) return {};
-  auto r = asString(j[field], field);
-  if (!r) return r.error();
-  out = *r;
-  return {};
-}
-
 // The fields that are plain strings, then the rules each must follow.
-Status parseStrings(const json& j, SandboxSpec& s) {
+void parseStrings(ConfigCheck& check, const json& j, SandboxSpec& s) {
   for (auto [field, out] : {std::pair<const char*, std::string*>{"root", &s.root}, {"workspace", &s.workspace}, {"cpus", &s.cpus},
                             {"seccomp", &s.seccomp}, {"stdin", &s.stdinPath}, {"stdout", &s.stdoutPath}, {"stderr", &s.stderrPath},
                             {"result", &s.resultPath}, {"cgroup_parent", &s.cgroupParent}, {"hostname", &s.hostname}, {"cwd", &s.cwd}})
-    if (auto st = readString(j, field, *out); !st) return st;
+    check.readString(j, "", field, *out);
 
-  if (s.root != "host" && !isAbsoluteClean(s.root)) return fieldError("root", "must be 'host' or an absolute directory path");
-  if (!s.workspace.empty() && !isAbsoluteClean(s.workspace)) return fieldError("workspace", "must be an absolute path without '..'");
-  if (!s.cwd.empty() && !isAbsoluteClean(s.cwd)) return fieldError("cwd", "must be an absolute path inside the sandbox");
+  if (s.root != "host" && !isAbsoluteClean(s.root)) check.fail("root", "must be 'host' or an absolute directory path");
+  if (!s.workspace.empty() && !isAbsoluteClean(s.workspace)) check.fail("workspace", "must be an absolute path without '..'");
+  if (!s.cwd.empty() && !isAbsoluteClean(s.cwd)) check.fail("cwd", "must be an absolute path inside the sandbox");
   if (!s.cpus.empty() && s.cpus.find_first_not_of("0123456789,-") != std::string::npos)
-    return fieldError("cpus", "expected a CPU list such as 0-3,6, got '" + s.cpus + "'");
-  if (s.hostname.empty() || s.hostname.size() > 64) return fieldError("hostname", "must be 1 to 64 characters");
+    check.fail("cpus", "expected a CPU list such as 0-3,6, got '" + s.cpus + "'");
+  if (s.hostname.empty() || s.hostname.size() > 64) check.fail("hostname", "must be 1 to 64 characters");
   if (s.cgroupParent.empty() || s.cgroupParent[0] == '/' || s.cgroupParent.find("..") != std::string::npos ||
       s.cgroupParent.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./@") != std::string::npos)
-    return fieldError("cgroup_parent", "must be a relative cgroup path of [A-Za-z0-9-_./@] without '..', got '" + s.cgroupParent + "'");
-  return {};
+    check.fail("cgroup_parent", "must be a relative cgroup path of [A-Za-z0-9-_./@] without '..', got '" + s.cgroupParent + "'");
 }
 
-Status parseMounts(const json& j, SandboxSpec& s) {
+void parseMounts(ConfigCheck& check, const json& j, SandboxSpec& s) {
   if (j.contains("binds")) {
-    if (!j["binds"].is_array()) return fieldError("binds", "expected a list");
-    for (const auto& e : j["binds"]) {
-      auto b = parseBind(e);
-      if (!b) return b.error();
-      s.binds.push_back(*b);
-    }
+    if (!j["binds"].is_array()) check.fail("binds", "expected a list");
+    else
+      for (const auto& e : j["binds"]) readBind(check, e, s);
   }
   if (j.contains("tmpfs")) {
-    if (!j["tmpfs"].is_array()) return fieldError("tmpfs", "expected a list");
-    for (const auto& e : j["tmpfs"]) {
-      auto t = parseTmpfs(e);
-      if (!t) return t.error();
-      s.tmpfs.push_back(*t);
-    }
+    if (!j["tmpfs"].is_array()) check.fail("tmpfs", "expected a list");
+    else
+      for (const auto& e : j["tmpfs"]) readTmpfs(check, e, s);
   }
-  return {};
 }
 
-Status parseDevices(const json& j, SandboxSpec& s) {
+void parseDevices(ConfigCheck& check, const json& j, SandboxSpec& s) {
+  std::vector<std::string> devices, gpus;
   if (j.contains("devices")) {
-    if (!j["devices"].is_array()) return fieldError("devices", "expected a list of device paths");
-    for (const auto& e : j["devices"]) {
-      auto d = asString(e, "devices");
-      if (!d) return d.error();
-      if (!isAbsoluteClean(*d)) return fieldError("devices", "device path must be absolute: '" + *d + "'");
-      s.devices.push_back(*d);
-    }
+    if (!j["devices"].is_array()) check.fail("devices", "expected a list of device paths");
+    else if (check.strings(j["devices"], "devices", devices))
+      for (const auto& d : devices) {
+        if (!isAbsoluteClean(d)) check.fail("devices", "device path must be absolute: '" + d + "'");
+        else s.devices.push_back(d);
+      }
   }
   if (j.contains("gpus")) {
-    if (!j["gpus"].is_array()) return fieldError("gpus", "expected a list of GPU ids (akactl gpus lists them)");
-    for (const auto& e : j["gpus"]) {
-      auto g = asString(e, "gpus");
-      if (!g) return g.error();
-      bool ok = !g->empty() && g->size() <= 32;
-      for (char c : *g) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'));
-      if (!ok) return fieldError("gpus", "'" + *g + "' is not a GPU id such as nvidia0 or amd1");
-      s.gpus.push_back(*g);
-    }
+    if (!j["gpus"].is_array()) check.fail("gpus", "expected a list of GPU ids (akactl gpus lists them)");
+    else if (check.strings(j["gpus"], "gpus", gpus))
+      for (const auto& g : gpus) {
+        bool ok = !g.empty() && g.size() <= 32;
+        for (char c : g) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'));
+        if (!ok) check.fail("gpus", "'" + g + "' is not a GPU id such as nvidia0 or amd1");
+        else s.gpus.push_back(g);
+      }
   }
-  return {};
 }
 
-Status parseEnv(const json& j, SandboxSpec& s) {
-  if (!j.contains("env")) return {};
-  if (!j["env"].is_object()) return fieldError("env", "expected an object of KEY: VALUE strings or a list of \"KEY=VALUE\"");
+void parseEnv(ConfigCheck& check, const json& j, SandboxSpec& s) {
+  if (!j.contains("env")) return;
+  if (!j["env"].is_object()) {
+    check.fail("env", "expected an object of KEY: VALUE strings or a list of \"KEY=VALUE\"");
+    return;
+  }
   for (auto e = j["env"].begin(); e != j["env"].end(); ++e) {
-    if (!e->is_string()) return fieldError("env", "value of '" + e.key() + "' must be a string");
-    if (e.key().empty() || e.key().find('=') != std::string::npos || e.key().find('\0') != std::string::npos)
-      return fieldError("env", "invalid variable name '" + e.key() + "'");
-    s.env[e.key()] = e->get<std::string>();
+    if (!e->is_string()) check.fail("env", "value of '" + e.key() + "' must be a string");
+    else if (e.key().empty() || e.key().find('=') != std::string::npos || e.key().find('\0') != std::string::npos)
+      check.fail("env", "invalid variable name '" + e.key() + "'");
+    else s.env[e.key()] = e->get<std::string>();
   }
-  return {};
 }
 
-// `field`, if given, read with `parse` into `out`.
-template <typename T, typename Parse, typename Out>
-Status readOptional(const json& j, const char* field, Parse parse, Out& out) {
-  if (!j.contains(field)) return {};
-  Result<T> r = parse(j[field], field);
-  if (!r) return r.error();
-  out = *r;
-  return {};
+void parseLimits(ConfigCheck& check, const json& j, SandboxSpec& s) {
+  for (auto [field, out] : {std::pair<const char*, uint64_t*>{"memory", &s.memoryBytes}, {"pids", &s.pids},
+                            {"output_limit", &s.outputLimitBytes}})
+    if (j.contains(field)) readCount(check, j[field], field, *out);
+  for (auto [field, out] : {std::pair<const char*, double*>{"cpu_time", &s.cpuTimeS}, {"wall_time", &s.wallTimeS}})
+    if (j.contains(field)) readSeconds(check, j[field], field, *out);
+  if (s.memoryBytes != 0 && s.memoryBytes < (1u << 20)) check.fail("memory", "must be at least 1M");
 }
 
-Status parseLimits(const json& j, SandboxSpec& s) {
-  if (auto st = readOptional<uint64_t>(j, "memory", asCount, s.memoryBytes); !st) return st;
-  if (auto st = readOptional<uint64_t>(j, "pids", asCount, s.pids); !st) return st;
-  if (auto st = readOptional<uint64_t>(j, "output_limit", asCount, s.outputLimitBytes); !st) return st;
-  if (auto st = readOptional<double>(j, "cpu_time", asSeconds, s.cpuTimeS); !st) return st;
-  if (auto st = readOptional<double>(j, "wall_time", asSeconds, s.wallTimeS); !st) return st;
-  if (s.memoryBytes != 0 && s.memoryBytes < (1u << 20)) return fieldError("memory", "must be at least 1M");
-  return {};
-}
-
-Status parseIds(const json& j, SandboxSpec& s) {
-  if (auto st = readOptional<uint32_t>(j, "uid", asId, s.uid); !st) return st;
-  if (auto st = readOptional<uint32_t>(j, "gid", asId, s.gid); !st) return st;
-  if (auto st = readOptional<uint32_t>(j, "outside_uid", asId, s.outsideUid); !st) return st;
-  if (auto st = readOptional<uint32_t>(j, "outside_gid", asId, s.outsideGid); !st) return st;
+void parseIds(ConfigCheck& check, const json& j, SandboxSpec& s) {
+  if (j.contains("uid")) readId(check, j["uid"], "uid", s.uid);
+  if (j.contains("gid")) readId(check, j["gid"], "gid", s.gid);
+  uid_t ou = 0;
+  gid_t og = 0;
+  if (j.contains("outside_uid") && readId(check, j["outside_uid"], "outside_uid", ou)) s.outsideUid = ou;
+  if (j.contains("outside_gid") && readId(check, j["outside_gid"], "outside_gid", og)) s.outsideGid = og;
   if (j.contains("result_fd")) {
-    auto r = asId(j["result_fd"], "result_fd");
-    if (!r || *r > 65535) return fieldError("result_fd", "expected a file descriptor number");
-    s.resultFd = static_cast<int>(*r);
+    const auto fd = idNumber(j["result_fd"]);
+    if (!fd || *fd > 65535) check.fail("result_fd", "expected a file descriptor number");
+    else s.resultFd = static_cast<int>(*fd);
   }
-  return {};
-}
-
-Status readFlag(const json& j, const char* field, bool& out) {
-  if (!j.contains(field)) return {};
-  if (!j[field].is_boolean()) return fieldError(field, "must be true or false");
-  out = j[field].get<bool>();
-  return {};
 }
 
 // The choices: network, cgroup back-end, who is pid 1, and the mount template.
-Status parseModes(const json& j, SandboxSpec& s) {
-  if (j.contains("net")) {
-    auto r = asString(j["net"], "net");
-    if (!r) return r.error();
-    if (*r == "none") s.net = NetMode::None;
-    else if (*r == "host") s.net = NetMode::Host;
-    else return fieldError("net", "must be 'none' or 'host', got '" + *r + "'");
+void parseModes(ConfigCheck& check, const json& j, SandboxSpec& s) {
+  std::string net, backend;
+  if (j.contains("net") && check.readString(j, "", "net", net)) {
+    if (net == "none") s.net = NetMode::None;
+    else if (net == "host") s.net = NetMode::Host;
+    else check.fail("net", "must be 'none' or 'host', got '" + net + "'");
   }
-  if (j.contains("cgroup_backend")) {
-    auto r = asString(j["cgroup_backend"], "cgroup_backend");
-    if (!r) return r.error();
-    if (*r == "auto") s.cgroupBackend = CgroupBackendChoice::Auto;
-    else if (*r == "v1") s.cgroupBackend = CgroupBackendChoice::V1;
-    else if (*r == "v2") s.cgroupBackend = CgroupBackendChoice::V2;
-    else return fieldError("cgroup_backend", "must be auto, v1 or v2, got '" + *r + "'");
+  if (j.contains("cgroup_backend") && check.readString(j, "", "cgroup_backend", backend)) {
+    if (backend == "auto") s.cgroupBackend = CgroupBackendChoice::Auto;
+    else if (backend == "v1") s.cgroupBackend = CgroupBackendChoice::V1;
+    else if (backend == "v2") s.cgroupBackend = CgroupBackendChoice::V2;
+    else check.fail("cgroup_backend", "must be auto, v1 or v2, got '" + backend + "'");
   }
-  if (auto st = readFlag(j, "command_is_pid1", s.commandIsPid1); !st) return st;
-  return readFlag(j, "mount_template", s.mountTemplate);
+  check.readBool(j, "", "command_is_pid1", s.commandIsPid1);
+  check.readBool(j, "", "mount_template", s.mountTemplate);
 }
 
-Status parseCommand(const json& j, SandboxSpec& s) {
-  if (j.contains("command")) {
-    if (!j["command"].is_array()) return fieldError("command", "expected a list of strings");
-    for (const auto& e : j["command"]) {
-      auto a = asString(e, "command");
-      if (!a) return a.error();
-      s.command.push_back(*a);
-    }
-  }
-  if (s.command.empty()) return fieldError("command", "no command given (akabox run [options] -- COMMAND [ARG...])");
-  return {};
+void parseCommand(ConfigCheck& check, const json& j, SandboxSpec& s) {
+  if (!j.contains("command") || (j["command"].is_array() && j["command"].empty()))
+    check.fail("command", "no command given (akabox run [options] -- COMMAND [ARG...])");
+  else if (!j["command"].is_array()) check.fail("command", "expected a list of strings");
+  else check.strings(j["command"], "command", s.command);
 }
 
 }  // namespace
 
-// Field by field in a fixed order, so that of several mistakes the same one is reported first.
+// Field by field in a fixed order; every problem is reported, in that order.
 Result<SandboxSpec> parseSpec(const json& file, const json& flags) {
   const json j = mergeFlags(file, flags);
-  if (auto st = checkKnownFields(j); !st) return st.error();
+  ConfigCheck check("akabox spec");
+  check.onlyKeys(j, "", kKnownFields);
   SandboxSpec s;
-  for (Status (*step)(const json&, SandboxSpec&) :
+  for (void (*step)(ConfigCheck&, const json&, SandboxSpec&) :
        {parseStrings, parseMounts, parseDevices, parseEnv, parseLimits, parseIds, parseModes, parseCommand})
-    if (auto st = step(j, s); !st) return st.error();
+    step(check, j, s);
+  if (!check.ok()) return check.error();
   return s;
 }
 

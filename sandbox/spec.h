@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/byte_size.h"  // parseSize: the spec's sizes ("512M")
 #include "common/result.h"
 
 namespace akad::box {
@@ -78,9 +79,6 @@ struct SandboxSpec {
   bool mountTemplate = false;
   std::vector<std::string> command;
 };
-
-// Parses "123", "64K", "512M", "4G", "1T" (binary units); a bare number is bytes.
-Result<uint64_t> parseSize(const std::string& text);
 
 // Reads and parses a spec file (size-limited). The error names the file and the JSON error.
 Result<nlohmann::json> loadSpecFile(const std::string& path);

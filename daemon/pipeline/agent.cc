@@ -3,66 +3,67 @@
 #include <algorithm>
 #include <regex>
 
-#include <yaml-cpp/yaml.h>
-
+#include "common/config_check.h"
+#include "common/yaml_json.h"
 #include "daemon/pipeline/egress_proxy.h"
-#include "daemon/yaml_file.h"
 
 namespace fs = std::filesystem;
 
 namespace akad {
 
-Result<AgentDefinition> loadAgent(const fs::path& file) {
-  auto loaded = loadYamlFile(file);
-  if (!loaded) return Error{"cannot read the agent definition: " + loaded.error().message};
-  YAML::Node root = *loaded;
-  auto bad = [&](const std::string& field, const std::string& what) {
-    return Error{file.string() + ": " + field + ": " + what};
-  };
-  if (!root.IsMap()) return bad("(top level)", "must be a map");
-  AgentDefinition a;
-  try {
-    if (!root["name"] || !root["name"].IsScalar()) return bad("name", "missing");
-    a.name = root["name"].as<std::string>();
-    if (a.name != file.stem().string()) return bad("name", "'" + a.name + "' must equal the file name");
-    a.description = root["description"] ? root["description"].as<std::string>() : "";
-    const YAML::Node cmd = root["command"];
-    if (!cmd || !cmd.IsSequence() || cmd.size() == 0) return bad("command", "must be a non-empty list (argv)");
-    for (const auto& c : cmd) a.command.push_back(c.as<std::string>());
-    const std::string net = root["network"] ? root["network"].as<std::string>() : "none";
-    if (net != "none" && net != "host" && net != "allow") return bad("network", "must be none, allow or host");
-    a.network_host = net == "host";
-    a.network_allow = net == "allow";
-    if (const YAML::Node allow = root["allow"]) {
-      if (!a.network_allow) return bad("allow", "is for network: allow only");
-      if (!allow.IsSequence()) return bad("allow", "must be a list of host:port entries");
-      for (const auto& e : allow) {
-        const std::string entry = e.as<std::string>();
-        if (auto r = parseEgressRule(entry); !r) return bad("allow", r.error().message);
-        a.allow.push_back(entry);
-      }
-    }
-    if (a.network_allow && a.allow.empty()) return bad("allow", "network: allow needs a list of host:port entries");
-    if (root["time_limit_s"]) a.time_limit_s = root["time_limit_s"].as<double>();
-    if (a.time_limit_s <= 0) return bad("time_limit_s", "must be positive");
-    if (root["mount_solution"]) a.mount_solution = root["mount_solution"].as<bool>();
-    if (root["image"]) {
-      static const std::regex imageRe("[a-z0-9][a-z0-9-]{0,63}");
-      a.image = root["image"].as<std::string>();
-      if (!std::regex_match(a.image, imageRe)) return bad("image", "'" + a.image + "' is not an image name ([a-z0-9-]+)");
-    }
-    if (root["template"]) a.template_only = root["template"].as<bool>();
-    if (const YAML::Node creds = root["credentials"]) {
-      if (!creds.IsSequence()) return bad("credentials", "must be a list of variable names");
-      for (const auto& c : creds) a.credentials.push_back(c.as<std::string>());
-    }
-    if (const YAML::Node env = root["env"]) {
-      if (!env.IsMap()) return bad("env", "must be a map");
-      for (const auto& kv : env) a.env[kv.first.as<std::string>()] = kv.second.as<std::string>();
-    }
-  } catch (const YAML::Exception& e) {
-    return bad("(value)", std::string("wrong type: ") + e.what());
+namespace {
+
+using nlohmann::json;
+
+// network (none, allow or host) and, for allow, the host:port entries it may reach.
+void readNetwork(ConfigCheck& check, const json& root, AgentDefinition& a) {
+  std::string net = "none";
+  check.readString(root, "", "network", net);
+  if (net != "none" && net != "host" && net != "allow") check.fail("network", "must be none, allow or host, not '" + net + "'");
+  a.network_host = net == "host";
+  a.network_allow = net == "allow";
+  if (const json* allow = check.member(root, "", "allow")) {
+    if (!a.network_allow) check.fail("allow", "is for network: allow only");
+    if (!allow->is_array()) check.fail("allow", "must be a list of host:port entries");
+    else if (check.strings(*allow, "allow", a.allow))
+      for (std::size_t i = 0; i < a.allow.size(); ++i)
+        if (auto r = parseEgressRule(a.allow[i]); !r) check.fail(indexPath("allow", i), r.error().message);
   }
+  if (a.network_allow && a.allow.empty()) check.fail("allow", "network: allow needs a list of host:port entries");
+}
+
+// What runs: the command, its time, the image laid over the task's, the environment.
+void readCommand(ConfigCheck& check, const json& root, AgentDefinition& a) {
+  if (check.readStrings(root, "", "command", a.command, ConfigCheck::Required) && a.command.empty())
+    check.fail("command", "must be a non-empty list (argv)");
+  if (check.readNumber(root, "", "time_limit_s", a.time_limit_s, 0.0, 1e9) && a.time_limit_s <= 0)
+    check.fail("time_limit_s", "must be positive");
+  check.readBool(root, "", "mount_solution", a.mount_solution);
+  check.readBool(root, "", "template", a.template_only);
+  static const std::regex imageRe("[a-z0-9][a-z0-9-]{0,63}");
+  if (check.readString(root, "", "image", a.image) && !a.image.empty() && !std::regex_match(a.image, imageRe))
+    check.fail("image", "'" + a.image + "' is not an image name ([a-z0-9-]+)");
+  check.readStrings(root, "", "credentials", a.credentials);
+  if (const json* env = check.member(root, "", "env")) check.stringMap(*env, "env", a.env);
+}
+
+}  // namespace
+
+Result<AgentDefinition> loadAgent(const fs::path& file) {
+  auto doc = loadYamlDocument(file);
+  if (!doc) return Error{"cannot read the agent definition: " + doc.error().message};
+  const json& root = doc->root;
+  ConfigCheck check(file.string(), &doc->texts);
+  AgentDefinition a;
+  if (!check.map(root, "")) return check.error();
+  check.onlyKeys(root, "", {"name", "description", "command", "network", "allow", "time_limit_s", "mount_solution", "image",
+                            "template", "credentials", "env"});
+  if (check.readString(root, "", "name", a.name, ConfigCheck::Required) && a.name != file.stem().string())
+    check.fail("name", "'" + a.name + "' must equal the file name");
+  check.readString(root, "", "description", a.description);
+  readCommand(check, root, a);
+  readNetwork(check, root, a);
+  if (!check.ok()) return check.error();
   return a;
 }
 

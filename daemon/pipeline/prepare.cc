@@ -43,12 +43,7 @@ Status assemblePristineWorkspace(const Task& task, const fs::path& tasksRoot, co
       if (auto s = copyTree(part, dest / "harness"); !s) return s;
   std::error_code ec;
   fs::remove(dest / "harness" / "BASE", ec);
-  nlohmann::json timing = {{"warmup", task.timing.warmup}, {"samples", task.timing.samples},
-                           {"rounds", task.timing.rounds}, {"input_sets", task.timing.input_sets},
-                           {"flush_bytes", task.timing.flush_bytes}};
-  nlohmann::json configs = {{"task", task.id}, {"configs", task.visible},
-                            {"tolerances", task.tolerancesJson()}, {"timing", timing}};
-  return writeFile(dest / "configs.json", configs.dump(2) + "\n");
+  return writeFile(dest / "configs.json", task.configsJson(/*withHeldOut=*/false).dump(2) + "\n");
 }
 
 Status prepareAgentWorkspace(const Task& task, const fs::path& tasksRoot, const fs::path& dest) {

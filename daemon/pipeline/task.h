@@ -60,13 +60,22 @@ struct Task {
   std::filesystem::path harnessDir() const { return dir / "harness"; }
   std::filesystem::path solutionDir() const { return dir / "solution"; }
   nlohmann::json tolerancesJson() const;
+  // configs.json, what the harness reads: {task, configs, tolerances, timing}, with the visible
+  // configurations only (the agent's copy) or the held-out ones after them (the scorer's).
+  nlohmann::json configsJson(bool withHeldOut) const;
 };
 
-// "512M", "4G", "1024" -> bytes; false on anything else.
-bool parseSize(const std::string& text, uint64_t& out);
+// Reads and validates <dir>/task.yaml (task_file.cc): every problem is reported, each with the
+// file and the key path; the suite is the name of the folder above <dir>. The content hash is
+// left empty: this much is all akatask needs (it compiles task_file.cc).
+Result<Task> readTaskFile(const std::filesystem::path& dir);
 
-// Loads and validates <dir>/task.yaml; `suite` is the name of the folder above it.
+// readTaskFile, then the version's hash (task.cc).
 Result<Task> loadTask(const std::filesystem::path& dir);
+
+// The version's identity (task_hash.cc): taskContentHash of the task's folder and of each
+// common harness layer it is assembled from.
+Result<std::string> taskVersionHash(const Task& task);
 
 // SHA-256 over every file under dir: relative path, kind, executable bit and content, in
 // byte order of paths. Symlinks count by their target text.

@@ -9,8 +9,6 @@
 //                                          folder under each dir and prints median times,
 //                                          per-group speedup and their geometric mean
 // Exit status: 0 ok, 1 invalid task or missing data, 2 usage.
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,9 +17,10 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
-#include <set>
 #include <sstream>
+
+#include "common/yaml_json.h"
+#include "daemon/pipeline/task.h"
 
 namespace fs = std::filesystem;
 
@@ -31,83 +30,24 @@ struct TaskError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A plain YAML scalar becomes the JSON type it reads as; a quoted one stays a string.
-nlohmann::json scalarToJson(const YAML::Node& n) {
-  if (n.Tag() == "!") return n.as<std::string>();
-  int64_t i;
-  double d;
-  bool b;
-  if (YAML::convert<int64_t>::decode(n, i)) return i;
-  if (YAML::convert<double>::decode(n, d)) return d;
-  if (YAML::convert<bool>::decode(n, b)) return b;
-  return n.as<std::string>();
-}
-
-nlohmann::json toJson(const YAML::Node& n) {
-  if (n.IsScalar()) return scalarToJson(n);
-  if (n.IsSequence()) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const YAML::Node& e : n) a.push_back(toJson(e));
-    return a;
-  }
-  if (n.IsMap()) {
-    nlohmann::json o = nlohmann::json::object();
-    for (const auto& kv : n) o[kv.first.as<std::string>()] = toJson(kv.second);
-    return o;
-  }
-  return nullptr;
-}
-
-nlohmann::json loadTask(const fs::path& dir) {
-  fs::path file = dir / "task.yaml";
-  nlohmann::json task;
-  try {
-    task = toJson(YAML::LoadFile(file.string()));
-  } catch (const YAML::Exception& e) {
-    throw TaskError(file.string() + ": " + e.what());
-  }
-  auto need = [&](const char* key) -> const nlohmann::json& {
-    if (!task.is_object() || !task.contains(key)) throw TaskError(file.string() + ": missing '" + key + "'");
-    return task[key];
-  };
-  if (need("schema") != 1) throw TaskError(file.string() + ": unsupported schema (expected 1)");
-  if (!std::regex_match(need("id").get<std::string>(), std::regex("[a-z0-9_-]+")))
-    throw TaskError(file.string() + ": id must match [a-z0-9_-]+");
-  std::set<std::string> names;
-  for (const char* part : {"visible", "held_out"}) {
-    const nlohmann::json& list = need("configs").value(part, nlohmann::json());
-    if (!list.is_array() || list.empty()) throw TaskError(file.string() + ": configs." + part + " must be a non-empty list");
-    for (const nlohmann::json& c : list) {
-      if (!c.is_object() || !c.contains("name") || !c["name"].is_string())
-        throw TaskError(file.string() + ": a configuration in configs." + part + " has no name");
-      std::string name = c["name"];
-      if (!std::regex_match(name, std::regex("[A-Za-z0-9_-][A-Za-z0-9._-]*")))
-        throw TaskError(file.string() + ": configuration name '" + name + "' is not [A-Za-z0-9._-]+");
-      if (!names.insert(name).second) throw TaskError(file.string() + ": duplicate configuration '" + name + "'");
-      for (auto& [k, v] : c.items())
-        if (v.is_structured()) throw TaskError(file.string() + ": configuration '" + name + "' key '" + k + "' is not a scalar");
-    }
-  }
-  need("tolerances");
-  need("timing");
-  return task;
+// The task as the daemon reads it: the same checks (daemon/pipeline/task_file.cc), every
+// problem reported.
+akad::Task readTask(const fs::path& dir) {
+  auto task = akad::readTaskFile(dir);
+  if (!task) throw TaskError(task.error().message);
+  return std::move(*task);
 }
 
 int printConfigs(const fs::path& dir, bool visibleOnly) {
-  nlohmann::json task = loadTask(dir);
-  nlohmann::json configs = task["configs"]["visible"];
-  if (!visibleOnly)
-    for (const nlohmann::json& c : task["configs"]["held_out"]) configs.push_back(c);
-  nlohmann::json out = {{"task", task.value("suite", "") + "/" + task["id"].get<std::string>()},
-                        {"configs", configs},
-                        {"tolerances", task["tolerances"]},
-                        {"timing", task["timing"]}};
-  std::cout << out.dump(2) << "\n";
+  std::cout << readTask(dir).configsJson(/*withHeldOut=*/!visibleOnly).dump(2) << "\n";
   return 0;
 }
 
 int printKey(const fs::path& dir, const std::string& key) {
-  nlohmann::json v = loadTask(dir);
+  readTask(dir);
+  auto doc = akad::loadYamlDocument(dir / "task.yaml");
+  if (!doc) throw TaskError(doc.error().message);
+  nlohmann::json v = std::move(doc->root);
   std::stringstream parts(key);
   for (std::string part; std::getline(parts, part, '.');) {
     if (!v.is_object() || !v.contains(part)) throw TaskError((dir / "task.yaml").string() + ": no key '" + key + "'");

@@ -4,6 +4,8 @@
 #include "images/image_profile.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -102,6 +104,15 @@ TEST_F(ScratchImages, RefusesBadProfilesNamingTheField) {
   EXPECT_NE(errorOf("x", "name: y\ndescription: d\n").find("image folder is 'x'"), std::string::npos);
   EXPECT_NE(errorOf("x", "description: d\n").find("missing field 'name'"), std::string::npos);
   EXPECT_NE(errorOf("x", head + "env: [\n").find("line "), std::string::npos);
+}
+
+TEST_F(ScratchImages, ReportsEveryProblemAtOnce) {
+  const std::string m = errorOf("x", "name: x\ndescription: d\nrequires_gpu_vendor: intel\n"
+                                     "binds:\n  - {src: /a, dst: rel, readonly: yes}\n  - {src: /b, dst: /c, mode: ro}\n");
+  for (const char* needle : {"nvidia, amd or none", "'binds[0].dst' must be an absolute path", "'binds[0].readonly' must be true or false",
+                             "'binds[1]' has an unknown field 'mode'"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 3) << m;
 }
 
 TEST_F(ScratchImages, ExpandsImageDirAndDefaults) {

@@ -9,6 +9,10 @@
 #include "daemon/pipeline/prepare.h"
 #include "daemon/pipeline/task.h"
 
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -165,14 +169,87 @@ TEST_F(TaskFileTest, MissingFoldersAreNamed) {
   expectRefused(valid(), "solution");
 }
 
-TEST(SizeTest, ParsesUnits) {
-  uint64_t v = 0;
-  EXPECT_TRUE(parseSize("512M", v));
-  EXPECT_EQ(v, 512ull << 20);
-  EXPECT_TRUE(parseSize("4G", v));
-  EXPECT_EQ(v, 4ull << 30);
-  EXPECT_FALSE(parseSize("4X", v));
-  EXPECT_FALSE(parseSize("", v));
+TEST_F(TaskFileTest, MemoryLimitIsASize) {
+  auto t = load(valid() + "limits: {memory: 512M}\n");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->limits.memory_bytes, 512ull << 20);
+  t = load(valid() + "limits: {memory: 4G}\n");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->limits.memory_bytes, 4ull << 30);
+  t = load(valid() + "limits: {memory: 1048576}\n");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->limits.memory_bytes, 1ull << 20);
+  expectRefused(valid() + "limits: {memory: 4X}\n", "limits.memory");
+  expectRefused(valid() + "limits: {memory: 99999999999T}\n", "too large");
+}
+
+// Task files used to take any key and ignore the misspelt ones; now every unknown key is named
+// with its path, and all problems come at once.
+TEST_F(TaskFileTest, UnknownKeysAreRefusedWithTheirPath) {
+  expectRefused(valid() + "gpus: true\n", "unknown field 'gpus'");
+  expectRefused(valid() + "timing: {sampels: 40}\n", "'timing' has an unknown field 'sampels'");
+  expectRefused(valid() + "limits: {agent: 60}\n", "'limits' has an unknown field 'agent'");
+  std::string build = valid();
+  build.replace(build.find("candidate:"), 10, "candidat:");
+  expectRefused(build, "'build' has an unknown field 'candidat'");
+}
+
+TEST_F(TaskFileTest, AkataskRefusesWhatTheDaemonRefuses) {
+  load(valid() + "gpu: yes\ncolour: red\n");
+  const std::string cmd = std::string(AKATASK_BIN) + " configs " + dir_.string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(WEXITSTATUS(::pclose(p)), 1) << out;
+  EXPECT_NE(out.find("'gpu' must be true or false, not 'yes'"), std::string::npos) << out;
+  EXPECT_NE(out.find("unknown field 'colour'"), std::string::npos) << out;
+}
+
+TEST_F(TaskFileTest, EveryProblemOfAFileIsReportedAtOnce) {
+  auto t = load(valid() + "gpu: yes\ntiming: {samples: 2, rounds: many}\nlimits: {memory: lots}\ncolour: red\n");
+  ASSERT_FALSE(t);
+  const std::string& m = t.error().message;
+  for (const char* needle : {"'gpu' must be true or false, not 'yes'", "'timing.samples' must be between 5 and 100000",
+                             "'timing.rounds' must be a number", "'limits.memory' must be a size", "unknown field 'colour'"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
+}
+
+// akatask (tasks/tools, for the validate-local scripts) reads a task with the daemon's own
+// reader (task_file.cc on yamlToJson): every scalar comes out the same, and what it prints for
+// --visible is the configs.json the agent gets (Task::configsJson, written by prepare.cc).
+TEST_F(TaskFileTest, AkataskAndTheDaemonReadEveryScalarAlike) {
+  std::string v = valid() + "timing: {rounds: 2}\n";
+  v.replace(v.find("{name: v-8, n: 8}"), 17,
+            "{name: v-8, n: 8, neg: -3, plus: +5, f: 1.5, half: .5, e: 1e-5, q: \"7\", t: true, cap: True, "
+            "y: yes, hex: 0x10, inf: .inf, big: 99999999999999999999, s: 512M}");
+  auto t = load(v);
+  ASSERT_TRUE(t) << t.error().message;
+  const std::string cmd = std::string(AKATASK_BIN) + " configs " + dir_.string() + " --visible";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  const nlohmann::json printed = nlohmann::json::parse(out);
+  ASSERT_EQ(printed["configs"].size(), 1u) << out;
+  EXPECT_EQ(printed["configs"][0], t->visible.at(0));
+  EXPECT_EQ(printed, t->configsJson(/*withHeldOut=*/false));
+  EXPECT_EQ(printed["timing"]["rounds"], 2);
+  // And what that reading is (common/yaml_json.h).
+  const nlohmann::json& c = t->visible.at(0);
+  EXPECT_EQ(c["plus"], 5);
+  EXPECT_EQ(c["q"], "7");
+  EXPECT_EQ(c["t"], true);
+  EXPECT_EQ(c["cap"], "True");
+  EXPECT_EQ(c["y"], "yes");
+  EXPECT_EQ(c["hex"], "0x10");
+  EXPECT_EQ(c["inf"], ".inf");
+  EXPECT_EQ(c["big"], 1e20);
+  EXPECT_EQ(c["s"], "512M");
 }
 
 // Agent files are refused at the border too; every shipped one loads, and the network field's
@@ -238,6 +315,16 @@ TEST_F(TaskFileTest, AnAgentsImageIsLaidOverTheTasksForItsSandboxOnly) {
   EXPECT_NE(st.error().message.find("image tools: " + (images / "tools" / "prefix").string() + " does not exist"),
             std::string::npos)
       << st.error().message;
+}
+
+TEST_F(TaskFileTest, AgentFilesRefuseUnknownKeysAndBadBooleansAllAtOnce) {
+  std::ofstream(root_ / "x.yaml") << "name: x\ncommand: [\"true\"]\nmount_solutions: true\ntemplate: yes\ntime_limit_s: soon\n";
+  auto a = loadAgent(root_ / "x.yaml");
+  ASSERT_FALSE(a);
+  const std::string& m = a.error().message;
+  for (const char* needle : {"x.yaml: unknown field 'mount_solutions'", "x.yaml: 'template' must be true or false, not 'yes'",
+                             "x.yaml: 'time_limit_s' must be a number"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
 }
 
 TEST_F(TaskFileTest, AgentNetworkEntriesAreCheckedAtTheBorder) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "sandbox/seccomp.h"
@@ -55,6 +56,18 @@ TEST(SandboxSpec, BadFieldsAreNamed) {
   EXPECT_NE(noCommand.error().message.find("command"), std::string::npos);
 }
 
+TEST(SandboxSpec, EveryProblemIsReportedAtOnceAndUnknownKeysAreNamed) {
+  json j = {{"memory", "lots"}, {"net", "bridge"}, {"binds", {{{"src", "/a"}, {"dst", "/b"}, {"ro", true}}}},
+            {"surprise", 1}, {"command_is_pid1", "true"}, {"command", {"/bin/true"}}};
+  auto s = parseSpec(j, json::object());
+  ASSERT_FALSE(s.ok());
+  const std::string& m = s.error().message;
+  for (const char* needle : {"unknown field 'surprise'", "'binds' has an unknown field 'ro'", "'memory'", "'net' must be",
+                             "'command_is_pid1' must be true or false"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
+}
+
 TEST(SandboxSpec, TmpfsTakesASizeAndHugePagesInEitherForm) {
   json j = {{"command", {"/bin/true"}},
             {"tmpfs", {"/a", "/b:64M", "/c:huge", "/d:1G:huge", {{"dst", "/e"}, {"size", 4096u}, {"huge", true}}}}};
@@ -102,6 +115,23 @@ TEST(SeccompPolicy, BadPoliciesAreRejectedWithWhere) {
   bad({{"defaultAction", "SCMP_ACT_ERRNO"}, {"syscalls", {{{"names", {"read"}}, {"action", "SCMP_ACT_ALLOW"}, {"args", {{{"index", 9}}}}}}}},
       "index");
   bad({{"defaultAction", "SCMP_ACT_ERRNO"}, {"architectures", {"SCMP_ARCH_PDP11"}}}, "architecture");
+}
+
+TEST(SeccompPolicy, EveryProblemIsReportedAtOnceAndUnknownKeysAreNamed) {
+  const json p = {{"defaultAction", "SCMP_ACT_ERRNO"},
+                  {"flagz", 1},
+                  {"syscalls",
+                   {{{"names", {"read"}}, {"action", "SCMP_ACT_ALLOW"}, {"argz", json::array()}},
+                    {{"names", {"write"}}, {"action", "SCMP_ACT_MAYBE"}},
+                    {{"names", {"close"}}, {"action", "SCMP_ACT_ALLOW"}, {"args", {{{"index", 1}, {"value", 2}, {"op", "SCMP_CMP_EQ"}, {"valu2", 3}}}}}}}};
+  auto r = SeccompPolicy::compile(p, "'test'");
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.error().message;
+  for (const char* needle : {"seccomp policy 'test': unknown field 'flagz'", "'syscalls[0]' has an unknown field 'argz'",
+                             "'syscalls[1].action' is an unknown action 'SCMP_ACT_MAYBE'",
+                             "'syscalls[2].args[0]' has an unknown field 'valu2'"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 3) << m;
 }
 
 TEST(SeccompPolicy, DefaultPolicyCompilesAndReports) {
