@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
                         .socketPath = o.socketPath,
                         .stateDir = o.stateDir,
                         .startedAt = std::chrono::steady_clock::now(),
-                        .startedAtIso = nowIso8601(),
+                        .startedAtIso = isoTimeUtc(),
                         .executor = "none (runs stay queued)",
                         .serverStats = {},
                         .connectionsOf = {},

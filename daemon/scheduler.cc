@@ -192,7 +192,7 @@ Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Schedu
     const std::function<bool(const AttemptRecord&)>& startable) {
   std::lock_guard claim(claimMutex_);
   FairShareInputs in;
-  auto usage = store_.tenantUsage(isoTimeSecondsAgo(kUsageWindowS));
+  auto usage = store_.tenantUsage(isoTimeUtc(kUsageWindowS));
   if (!usage) return usage.error();
   in.usage = std::move(*usage);
   in.limits = [this](std::int64_t uid) { return config_.tenants.limitsFor(static_cast<uid_t>(uid)); };
