@@ -25,6 +25,7 @@ Result<AgentDefinition> loadAgent(const fs::path& file) {
     if (!root["name"] || !root["name"].IsScalar()) return bad("name", "missing");
     a.name = root["name"].as<std::string>();
     if (a.name != file.stem().string()) return bad("name", "'" + a.name + "' must equal the file name");
+    if (!isAgentName(a.name)) return bad("name", "'" + a.name + "' must match " + kAgentNameRule);
     a.description = root["description"] ? root["description"].as<std::string>() : "";
     const YAML::Node cmd = root["command"];
     if (!cmd || !cmd.IsSequence() || cmd.size() == 0) return bad("command", "must be a non-empty list (argv)");
@@ -124,9 +125,18 @@ bool capNetwork(AgentDefinition& a, NetworkLevel cap) {
   return true;
 }
 
+bool isAgentName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || (c != '_' && c != '-'))) return false;
+  }
+  return true;
+}
+
 Result<AgentDefinition> findAgent(const fs::path& agentsDir, const std::string& name) {
-  static const std::regex nameRe("[a-z0-9][a-z0-9_-]{0,63}");
-  if (!std::regex_match(name, nameRe)) return Error{"agent name '" + name + "' must match [a-z0-9][a-z0-9_-]*"};
+  if (!isAgentName(name)) return Error{"agent name '" + name + "' must match " + kAgentNameRule};
   const fs::path file = agentsDir / (name + ".yaml");
   if (!fs::exists(file)) {
     std::string known;
