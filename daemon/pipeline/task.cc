@@ -400,24 +400,6 @@ Result<std::string> taskContentHash(const fs::path& dir) {
   return hash;
 }
 
-TaskCatalogScan scanTasks(const fs::path& tasksRoot) {
-  TaskCatalogScan scan;
-  std::error_code ec;
-  std::vector<fs::path> dirs;
-  for (const auto& suite : fs::directory_iterator(tasksRoot, ec)) {
-    if (!suite.is_directory() || suite.path().filename() == "common") continue;
-    for (const auto& task : fs::directory_iterator(suite.path(), ec))
-      if (fs::exists(task.path() / "task.yaml")) dirs.push_back(task.path());
-  }
-  std::sort(dirs.begin(), dirs.end());
-  for (const auto& d : dirs) {
-    auto t = loadTask(d);
-    if (t) scan.tasks.push_back(std::move(*t));
-    else scan.errors.push_back(t.error().message);
-  }
-  return scan;
-}
-
 }  // namespace akad
 
 namespace akad {
