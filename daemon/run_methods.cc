@@ -130,8 +130,18 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
     if (task->gpu) {
       run.tasksNeedingGpu.insert(id);
       const bool gpusElsewhere = ctx.scheduler != nullptr && ctx.scheduler->placesGpusElsewhere();
-      if (ctx.gpus != nullptr && ctx.gpus->size() == 0 && !gpusElsewhere)
-        return invalid("task " + id + " needs a GPU and this daemon has none (akactl gpus)");
+      if (ctx.gpus != nullptr && !gpusElsewhere) {
+        // The lease's rule (gpu_eligibility.h): the task image's vendor and the run's model.
+        std::string vendor;
+        if (!ctx.imagesDir.empty()) {
+          auto image = loadImageProfile(ctx.imagesDir, task->image);
+          if (!image) return invalid("task " + id + ": image '" + task->image + "': " + image.error().message);
+          vendor = image->requires_gpu_vendor;
+        }
+        const GpuRequest want = gpuRequestOf(vendor, options);
+        if (!ctx.gpus->exists(want))
+          return invalid("task " + id + " needs " + want.describe() + " and this daemon has none (akactl gpus)");
+      }
     }
   }
   if (static_cast<std::int64_t>(ids->size()) * *attempts > kMaxAttemptsPerRun) {
