@@ -119,14 +119,7 @@ void cleanupSandboxLeftovers() {
 
 fs::path akaboxPath() {
   if (const char* env = std::getenv("AKABOX"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    // Installed side by side, or the build tree's daemon/ next to sandbox/.
-    for (const fs::path& candidate : {self.parent_path() / "akabox", self.parent_path().parent_path() / "sandbox" / "akabox"})
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "akabox";
+  return companionProgram("akabox", "sandbox");
 }
 
 fs::path netBridgePath() { return akaboxPath().parent_path() / "akanet-bridge"; }
