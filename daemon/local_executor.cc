@@ -3,6 +3,8 @@
 #include <chrono>
 #include <memory>
 
+#include "daemon/pipeline/task_scan.h"
+
 namespace akad {
 
 Result<AttemptServices::StageGpu> LocalExecutor::leaseGpu(const AttemptExecution& e, const std::string& stage) {
@@ -31,7 +33,7 @@ bool LocalExecutor::canStart(const AttemptRecord& a) const {
 
 Result<nlohmann::json> LocalExecutor::execute(const AttemptExecution& e) {
   AttemptSetup setup = setup_;
-  setup.tasks_def_root = tasks_dir_ / e.task.content_hash / "def";
+  setup.tasks_def_root = taskVersionRoot(tasks_dir_, e.task.content_hash);
   AttemptServices s = baseServices(setup, e.images, &snapshots_);
   if (e.candidate_uid) {
     s.scoring.candidate_uid = *e.candidate_uid;

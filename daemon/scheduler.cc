@@ -10,6 +10,7 @@
 #include "daemon/pipeline/attempt_setup.h"
 #include "daemon/pipeline/image.h"
 #include "daemon/local_executor.h"
+#include "daemon/pipeline/task_scan.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -180,9 +181,7 @@ std::function<Status(const std::string&)> Scheduler::snapshotRecorder(std::int64
 
 Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
   if (!a.taskHash) return Error{"attempt " + std::to_string(a.id) + " has no task version recorded"};
-  const auto slash = a.taskId.find('/');
-  const fs::path dir = config_.state_dir / "tasks" / *a.taskHash / "def" / a.taskId.substr(0, slash) /
-                       a.taskId.substr(slash + 1);
+  const fs::path dir = taskVersionDir(config_.state_dir / "tasks", *a.taskHash, a.taskId);
   auto t = loadTask(dir);
   if (!t) return Error{"the imported task " + a.taskId + " (" + *a.taskHash + ") cannot be loaded: " + t.error().message};
   if (t->content_hash != *a.taskHash)

@@ -17,6 +17,7 @@
 
 #include "common/sha256.h"
 #include "daemon/pipeline/files.h"
+#include "daemon/pipeline/task_scan.h"
 #include "daemon/yaml_file.h"
 
 namespace fs = std::filesystem;
@@ -417,7 +418,7 @@ std::vector<std::string> harnessLayers(const fs::path& tasksRoot, const std::str
 }
 
 Result<fs::path> importTask(const Task& task, const fs::path& stateDir) {
-  const fs::path root = stateDir / "tasks" / task.content_hash / "def";
+  const fs::path root = taskVersionRoot(stateDir / "tasks", task.content_hash);
   if (fs::exists(root / ".complete")) return root;
   std::error_code ec;
   const fs::path tmp = stateDir / "tasks" / task.content_hash / ("def.tmp-" + std::to_string(::getpid()) + "-" +

@@ -24,4 +24,15 @@ bool isTaskFolder(const std::filesystem::path& dir);
 // that exists but cannot be read is an error naming it.
 Result<std::vector<TaskFolder>> findTaskFolders(const std::filesystem::path& root);
 
+// Where importTask keeps a task version (task.h): <tasksDir>/<content hash>/def, a tasks root
+// of its own, and in it the task's folder (`taskId` "suite/task"). tasksDir is <state>/tasks,
+// or the tasks/ of a Slurm shared area.
+inline std::filesystem::path taskVersionRoot(const std::filesystem::path& tasksDir, const std::string& hash) {
+  return tasksDir / hash / "def";
+}
+inline std::filesystem::path taskVersionDir(const std::filesystem::path& tasksDir, const std::string& hash,
+                                            const std::string& taskId) {
+  return taskVersionRoot(tasksDir, hash) / taskId;
+}
+
 }  // namespace akad
