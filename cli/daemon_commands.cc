@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "common/quantile.h"
 
 namespace akad::cli {
 
@@ -77,8 +78,7 @@ int runPing(int count) {
   }
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
-  auto at = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(q * sorted.size()))]; };
-  double median = at(0.5), p99 = at(0.99);
+  const double median = quantileOfSorted(sorted, 0.5), p99 = quantileOfSorted(sorted, 0.99);
   if (cliOptions().json) {
     printJson(json{{"pong", true},
                    {"socket", client->socketPath().string()},

@@ -62,7 +62,7 @@ bool AuditLog::records(const std::string& method, int errorCode) {
 
 void AuditLog::record(const Peer& peer, const std::string& method, const json& targets, int errorCode,
                       const std::string& errorMessage) {
-  json line = {{"time", nowIso8601()}, {"uid", peer.uid},       {"pid", peer.pid},
+  json line = {{"time", isoTimeUtc()}, {"uid", peer.uid},       {"pid", peer.pid},
                {"method", method},     {"targets", targets},    {"outcome", errorCode == 0 ? "ok" : "error"}};
   if (errorCode != 0) {
     line["code"] = errorCode;

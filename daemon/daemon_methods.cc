@@ -52,7 +52,7 @@ void registerDaemonMethods(MethodTable& table, DaemonContext& ctx) {
     const auto uid = static_cast<uid_t>(*asked);
     if (uid != peer.uid)
       if (auto s = ctx.tenants.mustBeAdmin(peer, "see another user's quota"); !s) return s.error();
-    auto usage = ctx.store.tenantUsage(isoTimeSecondsAgo(kUsageWindowS));
+    auto usage = ctx.store.tenantUsage(isoTimeUtc(kUsageWindowS));
     if (!usage) return usage.error();
     auto u = usage->find(uid);
     const TenantUsage used = u == usage->end() ? TenantUsage{} : u->second;

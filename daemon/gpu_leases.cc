@@ -1,41 +1,29 @@
 #include "daemon/gpu_leases.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 
 namespace akad {
-namespace {
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-}  // namespace
 
 GpuLeases::GpuLeases(std::vector<gpu::GpuDevice> usable) : gpus_(std::move(usable)) {}
 
-bool GpuLeases::matches(const gpu::GpuDevice& g, const std::string& model, const std::string& vendor) const {
-  const bool vendorOk = vendor.empty() || vendor == "none" || g.vendor == vendor;
-  return vendorOk && (model.empty() || lower(g.model).find(lower(model)) != std::string::npos);
-}
-
-bool GpuLeases::exists(const std::string& model, const std::string& vendor) const {
+bool GpuLeases::exists(const GpuRequest& request) const {
   std::lock_guard lock(mutex_);
-  return std::any_of(gpus_.begin(), gpus_.end(), [&](const auto& g) { return matches(g, model, vendor); });
+  return std::any_of(gpus_.begin(), gpus_.end(), [&](const auto& g) { return gpuServes(g, request); });
 }
 
-bool GpuLeases::anyFree(const std::string& model, const std::string& vendor) const {
+bool GpuLeases::anyFree(const GpuRequest& request) const {
   std::lock_guard lock(mutex_);
   return std::any_of(gpus_.begin(), gpus_.end(),
-                     [&](const auto& g) { return matches(g, model, vendor) && !holders_.count(g.id); });
+                     [&](const auto& g) { return gpuServes(g, request) && !holders_.count(g.id); });
 }
 
-std::optional<gpu::GpuDevice> GpuLeases::acquire(const std::string& holder, const std::string& model,
-                                                 const std::function<bool()>& cancelled, const std::string& vendor) {
+std::optional<gpu::GpuDevice> GpuLeases::acquire(const std::string& holder, const GpuRequest& request,
+                                                 const std::function<bool()>& cancelled) {
   std::unique_lock lock(mutex_);
   for (;;) {
     for (const auto& g : gpus_) {
-      if (matches(g, model, vendor) && !holders_.count(g.id)) {
+      if (gpuServes(g, request) && !holders_.count(g.id)) {
         holders_[g.id] = holder;
         return g;
       }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/gpu_eligibility.h"
 #include "sandbox/gpu_discovery.h"
 
 namespace akad {
@@ -22,20 +23,17 @@ class GpuLeases {
   explicit GpuLeases(std::vector<gpu::GpuDevice> usable = {});
 
   std::size_t size() const { return gpus_.size(); }
-  // Whether a GPU of `model` (substring, case-insensitive; empty = any) and `vendor` ("nvidia",
-  // "amd"; empty or "none" = any) exists at all / is free now.
-  bool exists(const std::string& model, const std::string& vendor = "") const;
-  bool anyFree(const std::string& model, const std::string& vendor = "") const;
-  // Waits until a matching GPU is free; gives up (nullopt) when `cancelled` turns true.
-  std::optional<gpu::GpuDevice> acquire(const std::string& holder, const std::string& model,
-                                        const std::function<bool()>& cancelled, const std::string& vendor = "");
+  // Whether a GPU that serves `request` (gpu_eligibility.h's rule) exists at all / is free now.
+  bool exists(const GpuRequest& request) const;
+  bool anyFree(const GpuRequest& request) const;
+  // Waits until a GPU that serves `request` is free; gives up (nullopt) when `cancelled` turns true.
+  std::optional<gpu::GpuDevice> acquire(const std::string& holder, const GpuRequest& request,
+                                        const std::function<bool()>& cancelled);
   void release(const std::string& gpuId);
   void wakeWaiters();
   nlohmann::json describe() const;  // every GPU with its holder (null when free)
 
  private:
-  bool matches(const gpu::GpuDevice& g, const std::string& model, const std::string& vendor) const;
-
   mutable std::mutex mutex_;
   std::condition_variable freed_;
   std::vector<gpu::GpuDevice> gpus_;

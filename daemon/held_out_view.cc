@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "daemon/pipeline/task.h"
+#include "daemon/pipeline/task_scan.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -26,7 +27,7 @@ std::vector<std::string> heldOutNamesOf(const fs::path& stateDir, const std::str
   }
   const auto slash = taskId.find('/');
   if (slash == std::string::npos) return {};
-  auto task = loadTask(stateDir / "tasks" / hash / "def" / taskId.substr(0, slash) / taskId.substr(slash + 1));
+  auto task = loadTask(taskVersionDir(stateDir / "tasks", hash, taskId));
   if (!task) return {};
   std::vector<std::string> names;
   for (const json& c : task->held_out) names.push_back(c.value("name", std::string()));

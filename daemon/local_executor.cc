@@ -3,20 +3,18 @@
 #include <chrono>
 #include <memory>
 
+#include "daemon/pipeline/task_scan.h"
+
 namespace akad {
 
 Result<AttemptServices::StageGpu> LocalExecutor::leaseGpu(const AttemptExecution& e, const std::string& stage) {
-  const std::string model =
-      e.run.params.value("options", nlohmann::json::object()).value("gpu_model", std::string());
-  // The image decides the vendor: the cuda-hip toolchain cannot drive an AMD GPU.
-  const std::string vendor = e.images.task.requires_gpu_vendor;
-  if (!gpus_.exists(model, vendor))
-    return Error{"the task needs a " + (vendor == "none" ? std::string() : vendor + " ") + "GPU" +
-                 (model.empty() ? std::string() : " of model '" + model + "'") +
-                 " and this daemon has none (see akactl gpus)"};
+  // The image decides the vendor (the cuda-hip toolchain cannot drive an AMD GPU), the run
+  // the model: gpu_eligibility.h's rule, as at submit and at the claim.
+  const GpuRequest want = gpuRequestOf(e.images.task.requires_gpu_vendor, e.run.params.value("options", nlohmann::json::object()));
+  if (!gpus_.exists(want)) return Error{"the task needs " + want.describe() + " and this daemon has none (see akactl gpus)"};
   const std::string holder = "attempt " + std::to_string(e.attempt.id) + " (" + stage + ")";
   SandboxCanceller* canceller = e.canceller;
-  auto g = gpus_.acquire(holder, model, [canceller] { return canceller && canceller->cancelled(); }, vendor);
+  auto g = gpus_.acquire(holder, want, [canceller] { return canceller && canceller->cancelled(); });
   if (!g) return Error{"cancelled"};
   const auto since = std::chrono::steady_clock::now();
   std::shared_ptr<GpuLease> lease(new GpuLease(gpus_, g), [since, report = e.on_gpu_time](GpuLease* p) {
@@ -26,9 +24,16 @@ Result<AttemptServices::StageGpu> LocalExecutor::leaseGpu(const AttemptExecution
   return AttemptServices::StageGpu{lease, {g->id}, g->model};
 }
 
+bool LocalExecutor::canStart(const AttemptRecord& a) const {
+  if (!a.needsGpu) return true;
+  const std::optional<GpuRequest> want = request_of_ ? request_of_(a) : std::nullopt;
+  // Not known: any free GPU lets it start, and its lease names what is wrong.
+  return gpus_.anyFree(want.value_or(GpuRequest{}));
+}
+
 Result<nlohmann::json> LocalExecutor::execute(const AttemptExecution& e) {
   AttemptSetup setup = setup_;
-  setup.tasks_def_root = tasks_dir_ / e.task.content_hash / "def";
+  setup.tasks_def_root = taskVersionRoot(tasks_dir_, e.task.content_hash);
   AttemptServices s = baseServices(setup, e.images, &snapshots_);
   if (e.candidate_uid) {
     s.scoring.candidate_uid = *e.candidate_uid;

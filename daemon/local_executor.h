@@ -8,15 +8,21 @@
 
 namespace akad {
 
+// What a queued attempt asks of a GPU (gpu_eligibility.h), as the scheduler can tell at the
+// claim; nullopt where it cannot (its run or task version unreadable just now).
+using GpuRequestResolver = std::function<std::optional<GpuRequest>(const AttemptRecord&)>;
+
 class LocalExecutor : public Executor {
  public:
   // `tasksDir` holds the imported task versions (<tasksDir>/<hash>/def).
   LocalExecutor(AttemptSetup setup, std::filesystem::path tasksDir, snapshot::SnapshotStore& snapshots,
-                GpuLeases& gpus)
-      : setup_(std::move(setup)), tasks_dir_(std::move(tasksDir)), snapshots_(snapshots), gpus_(gpus) {}
+                GpuLeases& gpus, GpuRequestResolver requestOf = {})
+      : setup_(std::move(setup)), tasks_dir_(std::move(tasksDir)), snapshots_(snapshots), gpus_(gpus),
+        request_of_(std::move(requestOf)) {}
   std::string name() const override { return "local"; }
-  // GPU tasks only while a GPU is free, so CPU tasks keep running meanwhile.
-  bool canStart(const AttemptRecord& a) const override { return !a.needsGpu || gpus_.anyFree(""); }
+  // A GPU task only while a GPU it may use is free (the lease's rule), so CPU tasks, and GPU
+  // tasks for the GPUs that are free, keep running meanwhile.
+  bool canStart(const AttemptRecord& a) const override;
   Result<nlohmann::json> execute(const AttemptExecution& e) override;
 
  private:
@@ -27,6 +33,7 @@ class LocalExecutor : public Executor {
   std::filesystem::path tasks_dir_;
   snapshot::SnapshotStore& snapshots_;
   GpuLeases& gpus_;
+  GpuRequestResolver request_of_;
 };
 
 }  // namespace akad

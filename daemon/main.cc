@@ -111,13 +111,7 @@ Result<std::vector<gpu::GpuDevice>> selectGpus(const std::string& spec) {
 }
 
 // The checker is installed beside akad, or built in the tree's tasks/ folder.
-fs::path findAkacheck() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  for (const fs::path& p : {self.parent_path() / "akacheck", self.parent_path().parent_path() / "tasks" / "akacheck"})
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  return "akacheck";
-}
+fs::path findAkacheck() { return companionProgram("akacheck", "tasks"); }
 
 // Every flag, by name. Defaults here are the documented ones (docs/operations.md, "akad flags").
 struct DaemonOptions {
@@ -263,8 +257,7 @@ Result<std::optional<slurm::SlurmConfig>> checkSlurm(const DaemonOptions& o) {
   if (ec) return Error{"--slurm-shared " + o.slurmShared + ": " + ec.message()};
   slurm::SlurmConfig c = o.slurm;
   c.shared = fs::absolute(o.slurmShared);
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  c.node_program = !o.slurmNodeProgram.empty() ? fs::path(o.slurmNodeProgram) : self.parent_path() / "akad-node";
+  c.node_program = !o.slurmNodeProgram.empty() ? fs::path(o.slurmNodeProgram) : companionProgram("akad-node", "daemon");
   return std::optional<slurm::SlurmConfig>(c);
 }
 
@@ -446,7 +439,7 @@ int main(int argc, char** argv) {
                         .socketPath = o.socketPath,
                         .stateDir = o.stateDir,
                         .startedAt = std::chrono::steady_clock::now(),
-                        .startedAtIso = nowIso8601(),
+                        .startedAtIso = isoTimeUtc(),
                         .executor = "none (runs stay queued)",
                         .serverStats = {},
                         .connectionsOf = {},

@@ -1,6 +1,7 @@
 #include "daemon/pipeline_methods.h"
 
 #include "daemon/held_out_view.h"
+#include "daemon/pipeline/task_scan.h"
 #include "daemon/scheduler.h"
 #include "daemon/snapshot/store.h"
 
@@ -33,7 +34,7 @@ void registerReproduceMethods(MethodTable& table, DaemonContext& ctx) {
       taskHash = (*original)->taskHash.value_or(taskHash);
     }
     if (taskId.empty() || taskHash.empty()) return invalidParams("snapshot " + *sha + " names no task; it cannot be re-scored");
-    if (!fs::exists(ctx.stateDir / "tasks" / taskHash / "def"))
+    if (!fs::exists(taskVersionRoot(ctx.stateDir / "tasks", taskHash)))
       return Error{"the task version " + taskHash + " of snapshot " + *sha + " is not in this daemon's state", proto::kNotFound};
     NewRun run;
     run.label = "reproduce " + sha->substr(0, 12);

@@ -26,17 +26,6 @@ constexpr std::size_t kMaxAgentCommand = 64 * 1024;
 
 Error invalid(const std::string& message) { return Error{message, proto::kInvalidParams}; }
 
-// [a-z0-9][a-z0-9_.-]{0,63}: agent names become paths and log fields later.
-bool isAgentName(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-'))) return false;
-  }
-  return true;
-}
-
 // options: agent_time_limit_s (number > 0), gpu_model (string), credentials (object of strings,
 // kept in memory by the executor and never stored).
 Status checkRunOptions(const json& options) {
@@ -93,7 +82,7 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
   auto agent = proto::optionalString(params, "agent");
   if (!agent) return agent.error();
   if (*agent && !isAgentName(**agent)) {
-    return invalid("parameter \"agent\" must match [a-z0-9][a-z0-9_.-]{0,63}, got \"" + **agent + "\"");
+    return invalid("parameter \"agent\" must match " + std::string(kAgentNameRule) + ", got \"" + **agent + "\"");
   }
   auto command = proto::optionalString(params, "agent_command");
   if (!command) return command.error();
@@ -141,8 +130,18 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
     if (task->gpu) {
       run.tasksNeedingGpu.insert(id);
       const bool gpusElsewhere = ctx.scheduler != nullptr && ctx.scheduler->placesGpusElsewhere();
-      if (ctx.gpus != nullptr && ctx.gpus->size() == 0 && !gpusElsewhere)
-        return invalid("task " + id + " needs a GPU and this daemon has none (akactl gpus)");
+      if (ctx.gpus != nullptr && !gpusElsewhere) {
+        // The lease's rule (gpu_eligibility.h): the task image's vendor and the run's model.
+        std::string vendor;
+        if (!ctx.imagesDir.empty()) {
+          auto image = loadImageProfile(ctx.imagesDir, task->image);
+          if (!image) return invalid("task " + id + ": image '" + task->image + "': " + image.error().message);
+          vendor = image->requires_gpu_vendor;
+        }
+        const GpuRequest want = gpuRequestOf(vendor, options);
+        if (!ctx.gpus->exists(want))
+          return invalid("task " + id + " needs " + want.describe() + " and this daemon has none (akactl gpus)");
+      }
     }
   }
   if (static_cast<std::int64_t>(ids->size()) * *attempts > kMaxAttemptsPerRun) {

@@ -1,6 +1,7 @@
 #include "daemon/scheduler.h"
 
 #include <chrono>
+#include <limits>
 
 #include "common/log.h"
 #include "daemon/pipeline/agent.h"
@@ -9,6 +10,7 @@
 #include "daemon/pipeline/attempt_setup.h"
 #include "daemon/pipeline/image.h"
 #include "daemon/local_executor.h"
+#include "daemon/pipeline/task_scan.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -34,7 +36,8 @@ Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snaps
         // Slurm's fair share and limits apply per account on top of akad's own.
         [this](uid_t uid) { return config_.tenants.limitsFor(uid).slurm_account; });
   else
-    executor_ = std::make_unique<LocalExecutor>(setup, tasksDir, snapshots_, gpus_);
+    executor_ = std::make_unique<LocalExecutor>(setup, tasksDir, snapshots_, gpus_,
+                                                [this](const AttemptRecord& a) { return gpuRequestFor(a); });
 }
 
 Scheduler::~Scheduler() { stop(); }
@@ -178,9 +181,7 @@ std::function<Status(const std::string&)> Scheduler::snapshotRecorder(std::int64
 
 Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
   if (!a.taskHash) return Error{"attempt " + std::to_string(a.id) + " has no task version recorded"};
-  const auto slash = a.taskId.find('/');
-  const fs::path dir = config_.state_dir / "tasks" / *a.taskHash / "def" / a.taskId.substr(0, slash) /
-                       a.taskId.substr(slash + 1);
+  const fs::path dir = taskVersionDir(config_.state_dir / "tasks", *a.taskHash, a.taskId);
   auto t = loadTask(dir);
   if (!t) return Error{"the imported task " + a.taskId + " (" + *a.taskHash + ") cannot be loaded: " + t.error().message};
   if (t->content_hash != *a.taskHash)
@@ -188,15 +189,40 @@ Result<Task> Scheduler::taskFor(const AttemptRecord& a) {
   return t;
 }
 
+void Scheduler::refreshRunOptions() {
+  runOptions_.clear();
+  for (const char* state : {"queued", "running"}) {
+    auto runs = store_.listRuns(std::string(state), std::numeric_limits<std::int32_t>::max(), std::nullopt);
+    if (!runs) continue;  // their attempts then start on any free GPU, and the lease decides
+    for (const RunRecord& r : *runs) runOptions_[r.id] = r.params.value("options", json::object());
+  }
+}
+
+std::optional<GpuRequest> Scheduler::gpuRequestFor(const AttemptRecord& a) {
+  const auto options = runOptions_.find(a.runId);
+  if (options == runOptions_.end() || !a.taskHash) return std::nullopt;
+  auto vendor = taskImageVendor_.find(*a.taskHash);
+  if (vendor == taskImageVendor_.end()) {
+    auto task = taskFor(a);
+    if (!task) return std::nullopt;
+    auto image = loadImageProfile(config_.images_dir, task->image);
+    if (!image) return std::nullopt;
+    if (taskImageVendor_.size() > 4096) taskImageVendor_.clear();  // task versions come and go
+    vendor = taskImageVendor_.emplace(*a.taskHash, image->requires_gpu_vendor).first;
+  }
+  return gpuRequestOf(vendor->second, options->second);
+}
+
 Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Scheduler::claimNext(
     const std::function<bool(const AttemptRecord&)>& startable) {
   std::lock_guard claim(claimMutex_);
   FairShareInputs in;
-  auto usage = store_.tenantUsage(isoTimeSecondsAgo(kUsageWindowS));
+  auto usage = store_.tenantUsage(isoTimeUtc(kUsageWindowS));
   if (!usage) return usage.error();
   in.usage = std::move(*usage);
   in.limits = [this](std::int64_t uid) { return config_.tenants.limitsFor(static_cast<uid_t>(uid)); };
   in.startable = startable;
+  refreshRunOptions();
   return store_.claimAttempt([&](const std::vector<QueuedAttempt>& queued) { return chooseFairShare(queued, in); });
 }
 

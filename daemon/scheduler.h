@@ -98,6 +98,11 @@ class Scheduler {
                                     SandboxCanceller* canceller, std::optional<uid_t> resumedUid);
   void publish(const std::vector<EventRecord>& events);
   Result<Task> taskFor(const AttemptRecord& attempt);
+  // What a queued attempt asks of a GPU (gpu_eligibility.h), for LocalExecutor::canStart. It
+  // runs inside the store's claim, which it may not query: the options of the live runs are
+  // read before each claim (refreshRunOptions), each task version's image vendor once.
+  void refreshRunOptions();
+  std::optional<GpuRequest> gpuRequestFor(const AttemptRecord& attempt);
   // What records an attempt's stage and snapshot in the store (and publishes the events), for
   // either executor.
   std::function<void(const std::string&)> stageRecorder(std::int64_t attemptId);
@@ -111,6 +116,8 @@ class Scheduler {
 
   // Held while choosing and claiming, so that each choice sees the previous one's effect.
   std::mutex claimMutex_;
+  std::map<std::string, nlohmann::json> runOptions_;         // run id -> options; under claimMutex_
+  std::map<std::string, std::string> taskImageVendor_;      // task hash -> vendor; under claimMutex_
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -84,10 +84,6 @@ bool isTerminalAttemptState(std::string_view s) {
   return s == "scored" || s == "failed" || s == "cancelled" || s == "interrupted";
 }
 
-std::string nowIso8601() { return isoTimeSecondsAgo(0); }
-
-std::string isoTimeSecondsAgo(double seconds) { return isoTimeUtc(seconds); }
-
 json AttemptCounts::toJson() const {
   return json{{"total", total},   {"queued", queued},       {"running", running},
               {"scored", scored}, {"failed", failed},       {"cancelled", cancelled},
@@ -163,7 +159,7 @@ Result<RunRecord> Store::loadRun(const std::string& runId) {
 
 Result<EventRecord> Store::insertEvent(const std::string& runId, std::optional<std::int64_t> attemptId,
                                        const std::string& kind, const json& data) {
-  EventRecord ev{0, runId, attemptId, nowIso8601(), kind, data};
+  EventRecord ev{0, runId, attemptId, isoTimeUtc(), kind, data};
   auto st = db_.prepare("INSERT INTO events (run_id, attempt_id, at, kind, data) VALUES (?, ?, ?, ?, ?)");
   if (!st) return st.error();
   st->bind(1, runId).bind(2, attemptId).bind(3, ev.at).bind(4, kind).bind(5, dumpJson(data));
@@ -203,7 +199,7 @@ Result<RunChange> Store::submitRun(const NewRun& in) {
                        " (akactl quota)",
                    protocol::kQuotaExceeded};
   }
-  std::string now = nowIso8601();
+  std::string now = isoTimeUtc();
   auto ins = db_.prepare(
       "INSERT INTO runs (id, label, agent, agent_command, state, params, submitter_uid, "
       "submitter_gid, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)");
@@ -317,7 +313,7 @@ Result<RunChange> Store::cancelRun(const std::string& runId) {
   if (isTerminalRunState(before->state)) {
     return Error{"run " + runId + " already ended (" + before->state + ")", protocol::kConflict};
   }
-  std::string now = nowIso8601();
+  std::string now = isoTimeUtc();
   auto att = db_.prepare(
       "UPDATE attempts SET state = 'cancelled', ended_at = ? WHERE run_id = ? AND state IN "
       "('queued','running')");
@@ -344,7 +340,7 @@ Result<RunChange> Store::setRunState(const std::string& runId, const std::string
   if (!tx) return tx.error();
   auto before = loadRun(runId);
   if (!before) return before.error();
-  std::string now = nowIso8601();
+  std::string now = isoTimeUtc();
   auto up = db_.prepare("UPDATE runs SET state = ?, updated_at = ?, ended_at = ? WHERE id = ?");
   if (!up) return up.error();
   std::optional<std::string> ended;

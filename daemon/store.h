@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "common/time_text.h"  // every time the store writes or takes: isoTimeUtc()
 #include "daemon/sqlite.h"
 
 namespace akad {
@@ -211,10 +212,5 @@ class Store {
   std::mutex mutex_;
   sqlite::Database db_;
 };
-
-// Current time as the store writes it: "2026-11-30T03:40:00.123Z".
-std::string nowIso8601();
-// The time `seconds` ago, in the same format.
-std::string isoTimeSecondsAgo(double seconds);
 
 }  // namespace akad

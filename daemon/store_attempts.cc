@@ -22,7 +22,7 @@ Result<std::vector<EventRecord>> Store::completeRunIfDone(const std::string& run
   if (!run) return run.error();
   if (isTerminalRunState(run->state)) return std::vector<EventRecord>{};
   if (run->counts.queued + run->counts.running > 0) return std::vector<EventRecord>{};
-  const std::string now = nowIso8601();
+  const std::string now = isoTimeUtc();
   auto up = db_.prepare("UPDATE runs SET state = 'done', updated_at = ?, ended_at = ? WHERE id = ?");
   if (!up) return up.error();
   if (auto s = up->bind(1, now).bind(2, now).bind(3, runId).run(); !s) return s.error();
@@ -67,7 +67,7 @@ Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Store:
   }
   if (auto chosen = choose(queued); chosen && *chosen < queued.size()) {
     AttemptRecord& a = queued[*chosen].attempt;
-    const std::string now = nowIso8601();
+    const std::string now = isoTimeUtc();
     auto up = db_.prepare("UPDATE attempts SET state = 'running', started_at = ?, error = NULL WHERE id = ?");
     if (!up) return up.error();
     if (auto s = up->bind(1, now).bind(2, a.id).run(); !s) return s.error();
@@ -96,7 +96,7 @@ Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Store:
 Result<std::map<std::int64_t, TenantUsage>> Store::tenantUsage(const std::string& sinceIso) {
   std::lock_guard lock(mutex_);
   std::map<std::int64_t, TenantUsage> out;
-  const std::string now = nowIso8601();
+  const std::string now = isoTimeUtc();
   // Times are ISO 8601 in one format, so text order is time order; julianday reads them.
   auto st = db_.prepare(
       "SELECT r.submitter_uid, SUM(a.state = 'queued'), SUM(a.state = 'running'), "
@@ -131,7 +131,7 @@ Status Store::recordGpuUsage(std::int64_t attemptId, std::int64_t uid, double se
   std::lock_guard lock(mutex_);
   auto ins = db_.prepare("INSERT INTO gpu_usage (attempt_id, uid, ended_at, ms) VALUES (?, ?, ?, ?)");
   if (!ins) return ins.error();
-  return ins->bind(1, attemptId).bind(2, uid).bind(3, nowIso8601())
+  return ins->bind(1, attemptId).bind(2, uid).bind(3, isoTimeUtc())
       .bind(4, static_cast<std::int64_t>(seconds * 1000)).run();
 }
 
@@ -209,7 +209,7 @@ Result<RunChange> Store::finishAttempt(std::int64_t attemptId, const std::string
   const AttemptRecord& a = *found;
   std::vector<EventRecord> events;
   if (a.state == "running") {
-    const std::string now = nowIso8601();
+    const std::string now = isoTimeUtc();
     auto up = db_.prepare("UPDATE attempts SET state = ?, result = ?, error = ?, ended_at = ? WHERE id = ?");
     if (!up) return up.error();
     std::optional<std::string> resultText;
@@ -269,7 +269,7 @@ Result<std::vector<EventRecord>> Store::recoverAttempts(bool requeue, const std:
   auto running = queryAttempts("state = 'running' ORDER BY id", "");
   if (!running) return running.error();
   std::vector<EventRecord> events;
-  const std::string now = nowIso8601();
+  const std::string now = isoTimeUtc();
   std::set<std::string> runs;
   for (const AttemptRecord& a : *running) {
     if (followed.count(a.id)) continue;

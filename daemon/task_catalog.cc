@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "common/protocol.h"
+#include "daemon/pipeline/task_scan.h"
 
 namespace akad {
 
@@ -16,18 +17,9 @@ namespace {
 
 // Task ids under one tasks root.
 Status scanRoot(const fs::path& root, std::vector<std::string>& ids) {
-  std::error_code ec;
-  for (fs::directory_iterator suite(root, ec), end; !ec && suite != end; suite.increment(ec)) {
-    if (!suite->is_directory(ec)) continue;
-    std::error_code ec2;
-    for (fs::directory_iterator task(suite->path(), ec2); !ec2 && task != end; task.increment(ec2)) {
-      std::error_code ec3;
-      if (task->is_directory(ec3) && fs::is_regular_file(task->path() / "task.yaml", ec3)) {
-        ids.push_back(suite->path().filename().string() + "/" + task->path().filename().string());
-      }
-    }
-  }
-  if (ec) return Error{"cannot scan tasks directory " + root.string() + ": " + ec.message(), 0};
+  auto folders = findTaskFolders(root);
+  if (!folders) return folders.error();
+  for (const TaskFolder& f : *folders) ids.push_back(f.id);
   return {};
 }
 
@@ -50,10 +42,9 @@ Result<std::vector<std::string>> TaskCatalog::list() const {
 }
 
 fs::path TaskCatalog::rootOf(const std::string& id) const {
-  std::error_code ec;
-  if (fs::is_regular_file(root_ / id / "task.yaml", ec)) return root_;
+  if (isTaskFolder(root_ / id)) return root_;
   for (const fs::path& extra : extraRoots_)
-    if (fs::is_regular_file(extra / id / "task.yaml", ec)) return extra;
+    if (isTaskFolder(extra / id)) return extra;
   return root_;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Which tasks exist: every <suite>/<task>/task.yaml under the tasks root. A plain directory scan
-// for resolving run.submit's selectors; reading task.yaml itself is the task loader's job.
+// Which tasks exist under the tasks roots (by daemon/pipeline/task_scan.h's rule), for
+// resolving run.submit's selectors; reading task.yaml itself is the task loader's job.
 
 #include <filesystem>
 #include <string>

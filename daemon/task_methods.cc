@@ -71,8 +71,11 @@ void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Respo
         env.canceller = job.canceller();
         auto image = loadImageProfile(ctx.imagesDir, task->image);
         std::unique_ptr<GpuLease> lease;
-        if (task->gpu) {
-          auto g = ctx.gpus->acquire("tasks validate " + id, "", [&] { return r->done() || job.stopping(); });
+        // The same GPU rule as an attempt's (gpu_eligibility.h), with no model asked for.
+        const GpuRequest want = gpuRequestOf(image ? image->requires_gpu_vendor : "", json::object());
+        const bool servable = !task->gpu || ctx.gpus->exists(want);
+        if (image && task->gpu && servable) {
+          auto g = ctx.gpus->acquire("tasks validate " + id, want, [&] { return r->done() || job.stopping(); });
           if (g) {
             lease = std::make_unique<GpuLease>(*ctx.gpus, g);
             env.gpus = {g->id};
@@ -81,9 +84,12 @@ void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Respo
         if (!image) {
           row["ok"] = false;
           row["problems"] = {image.error().message};
+        } else if (!servable) {
+          row["ok"] = false;
+          row["problems"] = {"the task needs " + want.describe() + " and this daemon has none (akactl gpus)"};
         } else if (task->gpu && env.gpus.empty()) {
           row["ok"] = false;
-          row["problems"] = {"the task needs a GPU and this daemon has none free"};
+          row["problems"] = {"the task needs a GPU and none was free before validation stopped"};
         } else {
           env.image = *image;
           auto v = validateTask(*task, env, ctx.stateDir / "validate" / randomHex(4), minSpeedup);

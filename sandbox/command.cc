@@ -122,23 +122,19 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
 // uid change first, capabilities can only be dropped while we still hold CAP_SETPCAP there,
 // and seccomp comes last so set-up itself is never filtered. It changes into its working
 // directory as the sandbox's user (so the directory must be reachable by that user), right
-// before the filter. Started early (runEarlyCommand), it does all of that while the init is
-// still mounting, and waits for the init's word that the mounts are complete before the
-// chdir; if the policy lets chdir and recvfrom through, the filter goes in before that wait,
-// so that its install, the costliest step of set-up, runs beside the init's mounts, and after
-// it come only the wait, chdir, handing over the listener and exec.
-[[noreturn]] void runCommand(const ContainContext& c, const SeccompPolicy* policy, bool restoreCpus, EarlyStart early) {
+// before the filter.
+[[noreturn]] void runCommand(const ContainContext& c, const SeccompPolicy* policy, bool restoreCpus) {
   const SandboxSpec& s = *c.spec;
   if (restoreCpus) (void)::sched_setaffinity(0, sizeof(c.placement.cpus), &c.placement.cpus);
   // A process group of its own, in the session the init made (runSandboxInit).
   if (!s.commandIsPid1) must(c, sysOk(::setpgid(0, 0), "setpgid"), "process group");
   must(c, wireStdio(c), "stdio");
-  must(c, enterUserNamespace(s.uid, s.gid, c.outsideUid, c.outsideGid, early.procFd), "user namespace");
+  must(c, enterUserNamespace(s.uid, s.gid, c.outsideUid, c.outsideGid), "user namespace");
   must(c, dropCapabilities(), "dropping capabilities");
   must(c, applyRlimits(s), "rlimits");
   must(c, unblockSignals(), "signals");
   ::umask(022);
-  must(c, closeOtherFds({c.reportFd, c.channelFd, c.goFd, early.linkFd}), "closing inherited descriptors");
+  must(c, closeOtherFds({c.reportFd, c.channelFd, c.goFd}), "closing inherited descriptors");
 
   std::vector<std::string> envStrings = buildEnv(s);
   std::vector<char*> envp, argv;
@@ -149,18 +145,12 @@ std::vector<std::string> buildEnv(const SandboxSpec& spec) {
   argv.push_back(nullptr);
 
   const std::string cwd = commandCwd(s);
-  auto settle = [&] {
-    if (early.linkFd >= 0) must(c, waitForInit(early.linkFd, 'm', early.spin), "waiting for the sandbox's mounts");
-    must(c, sysOk(::chdir(cwd.c_str()), "chdir('" + cwd + "')"), "working directory");
-  };
-  const bool filterFirst = early.linkFd >= 0 && policy && policy->allowsLateSetup();
-  if (!filterFirst) settle();
+  must(c, sysOk(::chdir(cwd.c_str()), "chdir('" + cwd + "')"), "working directory");
   if (policy) {
     int listener = -1;
     if (int err = policy->install(&listener); err != 0) must(c, errnoError("seccomp_load", err), "seccomp");
     if (listener >= 0) must(c, sendListener(c.channelFd, listener), "seccomp listener");
   }
-  if (filterFirst) settle();
   waitForGo(c);
   execCommand(c, argv.data(), envp.data());
 }
@@ -181,7 +171,7 @@ int sharedCommandMain(void* arg) {
   const ContainContext& c = *sc.c;
   must(c, joinCgroup(sc.entry->cgroupJoin), "entering the sandbox's cgroup");
   must(c, sysOk(::unshare(CLONE_NEWCGROUP), "unshare(CLONE_NEWCGROUP)"), "cgroup namespace");
-  runCommand(c, sc.entry->policy.get(), sc.pinned, {});
+  runCommand(c, sc.entry->policy.get(), sc.pinned);
 }
 
 }  // namespace

@@ -50,9 +50,8 @@ Status writeOwnFile(const char* path, const char* text) {
 // Every disposition back to the default: ignored ones survive exec (a caller that ignores
 // SIGPIPE or SIGCHLD would hand that to the command; SIGCHLD ignored would also make the
 // init's children vanish unreaped). The init does it once its mounts are done, while it waits
-// for akabox's release (the early command: before its fork); the command inherits the
-// defaults through vfork or fork. The pid namespace's init ignores every default-action
-// signal but SIGKILL from akabox anyway.
+// for akabox's release; the command inherits the defaults through vfork. The pid namespace's
+// init ignores every default-action signal but SIGKILL from akabox anyway.
 //
 // Only those that are not at their default already: the kernel lists the ignored and the
 // caught ones in /proc/self/status (usually SIGPIPE alone, which akabox ignores), and 64
@@ -103,7 +102,7 @@ void defaultSignalDispositions() {
   }
 }
 
-void setUpMountNamespace(const ContainContext& c, const std::function<void()>& rooted) {
+void setUpMountNamespace(const ContainContext& c) {
   const SandboxSpec& s = *c.spec;
   if (c.mountNsHanded) {
     auto t = receiveEntry(c.channelFd, c.spin);
@@ -112,7 +111,7 @@ void setUpMountNamespace(const ContainContext& c, const std::function<void()>& r
     if (s.mountTemplate) must(c, enterMountTemplate(s, c.devices, t->mountNs.get()), "mount namespace (template)");
     else must(c, enterBuiltMountNamespace(t->mountNs.get()), "mount namespace");
   } else {
-    must(c, buildMountNamespace(s, c.devices, rooted), "mount namespace");
+    must(c, buildMountNamespace(s, c.devices, {}), "mount namespace");
   }
 }
 
@@ -134,8 +133,7 @@ Status startSession() { return sysOk(::setsid() < 0 ? -1 : 0, "setsid"); }
 // The ipc namespace (its mqueue mount is a fifth of clone3's cost) and the uts namespace are
 // not made in clone3, on the serial path: akabox's namespace thread makes them beside
 // everything else and the release brings them (ns_thread.h); where the mount thread builds the
-// root (the init then waits for it anyway), with --net host and with the early command, the
-// init makes them here.
+// root (the init then waits for it anyway) and with --net host, the init makes them here.
 void makeIpcAndUtsNamespaces(const ContainContext& c) {
   const SandboxSpec& s = *c.spec;
   must(c, sysOk(::unshare(CLONE_NEWIPC | CLONE_NEWUTS), "unshare(CLONE_NEWIPC | CLONE_NEWUTS)"), "ipc and uts namespaces");
@@ -174,7 +172,7 @@ pid_t startCommand(const ContainContext& c, Entry& entry, bool pinned) {
   volatile bool pinnedCopy = pinned;  // read by the vfork child: kept in memory, not a register
   const pid_t cmd = ::vfork();
   if (cmd < 0) must(c, errnoError("vfork"), "starting the command");
-  if (cmd == 0) runCommand(c, entry.policy.get(), pinnedCopy, {});
+  if (cmd == 0) runCommand(c, entry.policy.get(), pinnedCopy);
   return cmd;
 }
 
@@ -202,18 +200,17 @@ void shieldFromOomUnlessAkaboxDoes(const Entry& entry) {
   // umask akabox's caller runs with (a 077 umask would make /etc unreadable inside).
   ::umask(0);
   if (!c.ipcUtsHanded) makeIpcAndUtsNamespaces(c);
-  if (c.earlyCommand) runInitWithEarlyCommand(c);  // early_command.cc; does not return
 
   // While akabox's thread may still be making the network namespace: the mount namespace is
   // the longer side of the set-up and comes first.
-  setUpMountNamespace(c, {});
+  setUpMountNamespace(c);
   defaultSignalDispositions();
   Entry entry = awaitRelease(c);
   enterSandbox(c, entry);
   // akabox's scheduling policy and CPU set back, for the command (cpu.h says why the init had
   // others).
   restoreSchedulingPolicy(c.placement);
-  if (c.spec->commandIsPid1) runCommand(c, entry.policy.get(), c.placement.restoreCpus, {});
+  if (c.spec->commandIsPid1) runCommand(c, entry.policy.get(), c.placement.restoreCpus);
   // The init stays on this CPU (it only reaps) and the command starts there; the command takes
   // the whole CPU set back first thing.
   const bool pinned = pinToCurrentCpu(c.placement);

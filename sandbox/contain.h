@@ -25,8 +25,8 @@ struct ContainContext {
   std::vector<DevicePassthrough> devices;
   int lifelineFd = -1;  // read end of a pipe akabox never writes: EOF means akabox is gone
   int reportFd = -1;    // write end of the report pipe (init_messages.h's ReportMessage)
-  // Unix socket to akabox: the init receives its EntryMessage on it (the command does when it
-  // starts early, early_command.cc), and the command sends the seccomp listener fd back.
+  // Unix socket to akabox: the init receives its EntryMessage on it, and the command sends
+  // the seccomp listener fd back.
   int channelFd = -1;
   // Read end of a pipe on which akabox writes one byte once the cgroup's limits are in
   // place; the command reads it just before it execs.
@@ -40,9 +40,6 @@ struct ContainContext {
   // Spare CPUs (cpu.h's spinningPays()): the init polls for akabox's hand-overs for a
   // moment before it sleeps.
   bool spin = false;
-  // The command starts at once, beside the init's mount build: asked for, no template, not
-  // pid 1, CPUs to spare (subproc.h's earlyCommandAsked; decided in SandboxInit::start).
-  bool earlyCommand = false;
   // The ipc and uts namespaces come with the release (made by akabox's namespace thread,
   // ns_thread.h); otherwise the init unshares them itself at its start.
   bool ipcUtsHanded = false;

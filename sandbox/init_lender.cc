@@ -122,6 +122,6 @@ void InitLender::launch(InitLaunch* l) {
   ::syscall(SYS_futex, &job_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
-bool initLenderPays() { return kCanShareMemory && !earlyCommandAsked() && spinningPays(); }
+bool initLenderPays() { return kCanShareMemory && spinningPays(); }
 
 }  // namespace akad::box

@@ -82,9 +82,8 @@ class InitLender {
   alignas(4) int job_ = 0;  // 1: launch, 2: end
 };
 
-// Whether main() starts an InitLender before parsing: the init will share akabox's memory (no
-// early command asked for, subproc.h's earlyCommandFor) and there are CPUs to spare
-// (spinningPays()). On two CPUs the lender's start and warm-up took the CPU the init then
+// Whether main() starts an InitLender before parsing: the init will share akabox's memory
+// (kCanShareMemory) and there are CPUs to spare (spinningPays()). On two CPUs the lender's start and warm-up took the CPU the init then
 // needed, and were not done in time.
 bool initLenderPays();
 

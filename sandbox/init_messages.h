@@ -41,8 +41,8 @@ struct EntryMessage {
   uint32_t policyBytes = 0;
 };
 // The namespace and cgroup `tasks` descriptors of a release, in the order above, counted
-// into `m`: akabox's release to the init, and the early command's copy of it to the init
-// (early_command.cc), which passes no ipc and uts namespaces (`ipcUts` false: the init made its own).
+// into `m`: akabox's release to the init. With `ipcUts` false the ipc and uts namespaces stay
+// out: the init made its own.
 inline std::vector<int> releaseDescriptors(EntryMessage& m, const SandboxNamespaces& ns, bool ipcUts,
                                            const std::vector<UniqueFd>& cgroupJoin) {
   std::vector<int> fds;

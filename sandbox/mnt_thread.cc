@@ -19,7 +19,7 @@
 namespace akad::box {
 
 bool mountNamespaceOnThread(const SandboxSpec& spec) {
-  return kCanShareMemory && !spec.mountTemplate && spinningPays() && !earlyCommandFor(spec) && !mountsUnderProc(spec);
+  return kCanShareMemory && !spec.mountTemplate && spinningPays() && !mountsUnderProc(spec);
 }
 
 MountNamespaceThread::~MountNamespaceThread() {

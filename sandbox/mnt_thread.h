@@ -78,8 +78,7 @@ class MountNamespaceThread {
 };
 
 // Whether a spawn builds its mount namespace on the thread: no template, CPUs to spare, an init
-// that shares akabox's memory, no early command asked for (subproc.h: it needs the init's own
-// build), and nothing mounted on or under /proc (mnt.h).
+// that shares akabox's memory, and nothing mounted on or under /proc (mnt.h).
 bool mountNamespaceOnThread(const SandboxSpec& spec);
 
 }  // namespace akad::box

@@ -1,4 +1,4 @@
-// The init's (and the early command's) side of akabox's release: receiving the EntryMessage
+// The init's side of akabox's release: receiving the EntryMessage
 // with its descriptors and filter (init_messages.h), and entering the namespaces and the
 // cgroup it brings.
 
@@ -17,7 +17,7 @@
 
 namespace akad::box {
 
-Result<Entry> receiveEntry(int channelFd, bool spin, const char* from, bool* closed) {
+Result<Entry> receiveEntry(int channelFd, bool spin) {
   EntryMessage m;
   std::unique_ptr<char[]> filter(new char[kMaxFilterBytes]);  // not zero-filled: only what arrives is read
   iovec iov[2] = {{&m, sizeof(m)}, {filter.get(), kMaxFilterBytes}};
@@ -39,12 +39,8 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from, bool* clo
     do got = ::recvmsg(channelFd, &msg, MSG_CMSG_CLOEXEC);
     while (got < 0 && errno == EINTR);
   }
-  if (got < 0) return errnoError(std::string("recvmsg(waiting for ") + from + ")");
-  if (got == 0 && closed) {
-    *closed = true;
-    return Entry{};
-  }
-  if (got < static_cast<ssize_t>(sizeof(m))) return Error{std::string(from) + " went away before releasing the sandbox"};
+  if (got < 0) return errnoError("recvmsg(waiting for akabox)");
+  if (got < static_cast<ssize_t>(sizeof(m))) return Error{"akabox went away before releasing the sandbox"};
   std::vector<UniqueFd> fds = takeRights(msg);
   Entry e;
   const size_t expected = static_cast<size_t>(m.hasMountNs + m.hasNsTask + m.hasNetns + 2 * m.hasIpcUts + m.cgroupJoinCount);
@@ -60,10 +56,10 @@ Result<Entry> receiveEntry(int channelFd, bool spin, const char* from, bool* clo
   e.ipcUts = m.hasNsTask ? m.nsTaskIpcUts != 0 : m.hasIpcUts != 0;
   while (i < fds.size()) e.cgroupJoin.push_back(next());
   if (fds.size() != expected || (msg.msg_flags & MSG_CTRUNC))
-    return Error{std::string("the release message from ") + from + " carries " + std::to_string(fds.size()) + " descriptors, not " +
+    return Error{std::string("the release message from akabox carries ") + std::to_string(fds.size()) + " descriptors, not " +
                  std::to_string(expected)};
   if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(got) - sizeof(m) != m.policyBytes)
-    return Error{std::string("the release message from ") + from + " does not carry the " + std::to_string(m.policyBytes) +
+    return Error{std::string("the release message from akabox does not carry the ") + std::to_string(m.policyBytes) +
                  " bytes of its seccomp filter"};
   if (m.policyBytes) {
     e.policy = SeccompPolicy::deserialize(std::string_view(filter.get(), m.policyBytes), "from akabox");

@@ -104,8 +104,8 @@ int SeccompPolicy::install(int* notifyFd) const {
 }
 
 std::string SeccompPolicy::serialize() const {
-  std::string out = "akabox-seccomp-2 " + std::to_string(notify_ ? 1 : 0) + " " + std::to_string(defaultErrno_) + " " +
-                    std::to_string(allowsLateSetup_ ? 1 : 0) + " " + std::to_string(program_.size()) + "\n";
+  std::string out = "akabox-seccomp-3 " + std::to_string(notify_ ? 1 : 0) + " " + std::to_string(defaultErrno_) + " " +
+                    std::to_string(program_.size()) + "\n";
   out.append(reinterpret_cast<const char*>(program_.data()), program_.size() * sizeof(sock_filter));
   return out;
 }
@@ -116,14 +116,12 @@ std::unique_ptr<SeccompPolicy> SeccompPolicy::deserialize(std::string_view bytes
   auto nl = bytes.find('\n');
   if (nl == std::string_view::npos || nl > 64) return nullptr;
   const auto head = text::words(bytes.substr(0, nl));
-  if (head.size() != 5 || head[0] != "akabox-seccomp-2") return nullptr;
-  const auto notify = text::number(head[1]), err = text::number(head[2]), chdir = text::number(head[3]),
-             count = text::number(head[4]);
-  if (!notify || !err || !chdir || !count || *notify > 1 || *chdir > 1 || *err > 4095) return nullptr;
+  if (head.size() != 4 || head[0] != "akabox-seccomp-3") return nullptr;
+  const auto notify = text::number(head[1]), err = text::number(head[2]), count = text::number(head[3]);
+  if (!notify || !err || !count || *notify > 1 || *err > 4095) return nullptr;
   if (*count == 0 || *count > BPF_MAXINSNS || bytes.size() - nl - 1 != *count * sizeof(sock_filter)) return nullptr;
   std::unique_ptr<SeccompPolicy> p(new SeccompPolicy());
   p->notify_ = *notify != 0;
-  p->allowsLateSetup_ = *chdir != 0;
   p->defaultErrno_ = static_cast<int>(*err);
   p->source_ = source;
   p->program_.resize(*count);
@@ -311,11 +309,6 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::compile(const json& policy
   // akabox with sendmsg after the filter is loaded, so sendmsg and execve must be allowed.
   const std::set<std::string>& allow = rules.unconditionalAllow;
   p->notify_ = def.isErrno && allow.count("sendmsg") && allow.count("execve");
-  auto allowed = [&](const char* name) {
-    const bool ruled = std::any_of(rules.rules.begin(), rules.rules.end(), [&](const Rule& r) { return r.name == name; });
-    return allow.count(name) > 0 || (def.value == SCMP_ACT_ALLOW && !ruled);
-  };
-  p->allowsLateSetup_ = allowed("chdir") && allowed("recvfrom");
 
   const uint32_t defaultAction = p->notify_ ? SCMP_ACT_NOTIFY : def.value;
   FilterContext owner{seccomp_init(defaultAction)};
@@ -376,7 +369,7 @@ Result<std::unique_ptr<SeccompPolicy>> loadSeccompPolicy(const std::string& name
   // (fast, non-cryptographic) key only has to spread entries, not resist collisions.
   const scmp_version* v = seccomp_version();
   const std::string identity = text + "|libseccomp " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                               std::to_string(v->micro) + "|arch " + std::to_string(seccomp_arch_native()) + "|format 2";
+                               std::to_string(v->micro) + "|arch " + std::to_string(seccomp_arch_native()) + "|format 3";
   const std::string key = fnv1aHex(identity) + ".bpf";
   const std::string dir = cacheDir();
   if (::geteuid() == 0 && trustedCacheDir(dir, false)) {

@@ -37,11 +37,6 @@ class SeccompPolicy {
 
   size_t instructionCount() const { return program_.size(); }
 
-  // Whether the filter lets chdir and recvfrom through whatever their arguments: the command
-  // may then wait for the init and change into its working directory after installing it
-  // (command.cc says why it wants to).
-  bool allowsLateSetup() const { return allowsLateSetup_; }
-
   // In the sandboxed process, last step before execve: loads the filter (no_new_privs must be
   // set). On success *notifyFd is the listener (or -1). Returns 0 or an errno value.
   int install(int* notifyFd) const;
@@ -59,7 +54,6 @@ class SeccompPolicy {
   SeccompPolicy() = default;
   std::vector<sock_filter> program_;
   bool notify_ = false;
-  bool allowsLateSetup_ = false;
   int defaultErrno_ = 1;
   std::string source_;
 };

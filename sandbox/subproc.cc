@@ -80,23 +80,19 @@ unsigned long cloneFlags(bool mountNsHanded) {
 
 // How the init starts, decided once in SandboxInit::start for both sides.
 struct InitShape {
-  bool earlyCommand = false;  // earlyCommandFor(); it then forks a copy of the init
   bool ipcUtsHanded = false;  // the release brings the ipc and uts namespaces
   bool shared = false;        // the init shares akabox's memory (shared_clone.h)
 };
 
 InitShape shapeInit(const SpawnRequest& req) {
   InitShape shape;
-  // The early command starts before the release and inherits the init's own ipc and uts
-  // namespaces (early_command.cc), so with it the thread's are not used.
-  shape.earlyCommand = earlyCommandFor(*req.spec) && !req.mountNsFromThread;
-  shape.ipcUtsHanded = req.ipcUtsFromThread && !shape.earlyCommand;
-  // The init shares akabox's memory unless it starts the command early, which forks a copy
-  // of it. A shared init stays out of the sandbox's cgroup: a memory cgroup's OOM killer that
-  // picked it would kill every process sharing its memory, akabox included. The command joins
-  // the cgroup instead (command.cc), or the init does when it is the command itself
-  // (commandIsPid1: nothing else can run in the sandbox before its exec).
-  shape.shared = kCanShareMemory && !shape.earlyCommand;
+  shape.ipcUtsHanded = req.ipcUtsFromThread;
+  // The init shares akabox's memory where it can (kCanShareMemory). A shared init stays out
+  // of the sandbox's cgroup: a memory cgroup's OOM killer that picked it would kill every
+  // process sharing its memory, akabox included. The command joins the cgroup instead
+  // (command.cc), or the init does when it is the command itself (commandIsPid1: nothing
+  // else can run in the sandbox before its exec).
+  shape.shared = kCanShareMemory;
   return shape;
 }
 
@@ -117,7 +113,6 @@ void describeInit(ContainContext& c, const SpawnRequest& req, const InitLinks& k
   c.placement = place;
   // Decided here, not in the init: there the CPU set is the one akabox narrows.
   c.spin = spinningPays();
-  c.earlyCommand = shape.earlyCommand;
   c.ipcUtsHanded = shape.ipcUtsHanded;
   c.sharedStackBottom = sharedStackBottom;
   c.mountNsHanded = req.spec->mountTemplate || req.mountNsFromThread;
@@ -162,8 +157,8 @@ Result<pid_t> cloneSharedInit(InitLaunch& l, InitLender* lender, const Placement
   return static_cast<pid_t>(pid);
 }
 
-// An init with memory of its own (the early command forks a copy of it): clone3 from here,
-// and off akabox's CPU right after.
+// An init with memory of its own (where it cannot share akabox's, kCanShareMemory): clone3
+// from here, and off akabox's CPU right after.
 Result<pid_t> cloneOwnInit(InitLaunch& l, const Placement& place, const cpu_set_t& initCpus) {
   const long pid = ::syscall(SYS_clone3, &l.args, sizeof(l.args));
   const int cloneErr = errno;
@@ -174,15 +169,6 @@ Result<pid_t> cloneOwnInit(InitLaunch& l, const Placement& place, const cpu_set_
 }
 
 }  // namespace
-
-bool earlyCommandAsked() {
-  const char* asked = std::getenv("AKABOX_EARLY_COMMAND");
-  return asked && std::strcmp(asked, "1") == 0;
-}
-
-bool earlyCommandFor(const SandboxSpec& spec) {
-  return !spec.commandIsPid1 && !spec.mountTemplate && spinningPays() && earlyCommandAsked();
-}
 
 Result<std::unique_ptr<SandboxInit>> SandboxInit::start(const SpawnRequest& req) {
   std::unique_ptr<SandboxInit> self(new SandboxInit());

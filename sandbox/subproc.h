@@ -42,7 +42,7 @@ struct SpawnRequest {
   int stdinFd = -1;
   int cloneIntoCgroupFd = -1;  // v2: the init is born in this cgroup (CLONE_INTO_CGROUP)
   // akabox's namespace thread makes the ipc and uts namespaces too (ns_thread.h): the init can take
-  // them with the release instead of making its own, unless it starts the command early.
+  // them with the release instead of making its own.
   bool ipcUtsFromThread = false;
   // That thread, if it runs: its last job is to drop akabox's hold on the sandbox's mount
   // namespace once the init is gone (supervise.cc); without it, a thread is started for that.
@@ -77,16 +77,6 @@ struct SandboxExit {
   rusage usage{};  // of the init and every process it reaped
   SeccompViolations violations;
 };
-
-// Whether the init starts the command at once, beside its mount build (early_command.cc's early
-// command): only with AKABOX_EARLY_COMMAND=1, and then only without a template and where
-// spinningPays(). Off by default: on some hosts a rare spawn ended with the command finding
-// its link to the init closed before the init's word, and the cause is not found yet
-// (docs/akabox.md, step 5 of "What the sandbox is").
-bool earlyCommandAsked();
-// Whether a spawn of `spec` starts its command early: asked for, and then only without a
-// template, for a command that is not pid 1, and where spinningPays().
-bool earlyCommandFor(const SandboxSpec& spec);
 
 // The sandbox's init from clone3 to its reaping. Until it is reaped, destroying this kills it
 // (SIGKILL through its pidfd; the kernel then kills its whole pid namespace) and reaps it, so

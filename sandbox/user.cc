@@ -12,9 +12,9 @@
 namespace akad::box {
 namespace {
 
-Status writeProcSelf(int procFd, const char* file, const std::string& text) {
-  std::string path = std::string(procFd >= 0 ? "self/" : "/proc/self/") + file;
-  int fd = ::openat(procFd >= 0 ? procFd : AT_FDCWD, path.c_str(), O_WRONLY | O_CLOEXEC);
+Status writeProcSelf(const char* file, const std::string& text) {
+  const std::string path = std::string("/proc/self/") + file;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return errnoError("cannot open " + path);
   ssize_t n = ::write(fd, text.data(), text.size());
   int err = errno;
@@ -25,7 +25,7 @@ Status writeProcSelf(int procFd, const char* file, const std::string& text) {
 
 }  // namespace
 
-Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid, int procFd) {
+Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid) {
   // The system calls themselves, not glibc's wrappers: those apply the change to every thread
   // glibc knows of, and the sandbox's processes come from a raw clone3 of akabox, whose
   // threads (ns_thread.h, init_lender.h) are on glibc's list there but are not threads of this process
@@ -38,9 +38,9 @@ Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid, 
   // unwritable for us; exec recomputes dumpability anyway.
   if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) return errnoError("prctl(PR_SET_DUMPABLE)");
   if (::unshare(CLONE_NEWUSER) != 0) return errnoError("unshare(CLONE_NEWUSER) (are user namespaces enabled? see user.max_user_namespaces)");
-  if (auto st = writeProcSelf(procFd, "setgroups", "deny"); !st) return st;
-  if (auto st = writeProcSelf(procFd, "uid_map", std::to_string(inUid) + " " + std::to_string(outUid) + " 1\n"); !st) return st;
-  if (auto st = writeProcSelf(procFd, "gid_map", std::to_string(inGid) + " " + std::to_string(outGid) + " 1\n"); !st) return st;
+  if (auto st = writeProcSelf("setgroups", "deny"); !st) return st;
+  if (auto st = writeProcSelf("uid_map", std::to_string(inUid) + " " + std::to_string(outUid) + " 1\n"); !st) return st;
+  if (auto st = writeProcSelf("gid_map", std::to_string(inGid) + " " + std::to_string(outGid) + " 1\n"); !st) return st;
   return {};
 }
 

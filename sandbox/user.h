@@ -11,8 +11,7 @@
 namespace akad::box {
 
 // Clears supplementary groups, switches to (outUid, outGid), unshares a user namespace and
-// writes setgroups=deny and the one-line uid/gid maps, through `procFd` (a descriptor of a
-// proc mount, for a process whose own /proc may not be mounted yet) or else /proc.
-Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid, int procFd = -1);
+// writes setgroups=deny and the one-line uid/gid maps through /proc/self.
+Status enterUserNamespace(uid_t inUid, gid_t inGid, uid_t outUid, gid_t outGid);
 
 }  // namespace akad::box

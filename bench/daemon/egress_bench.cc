@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/quantile.h"
 #include "daemon/pipeline/egress_proxy.h"
 
 namespace {
@@ -64,14 +65,8 @@ bool readEstablished(int fd) {
   return readExactly(fd, buf, sizeof buf) && std::memcmp(buf, "HTTP/1.1 200", 12) == 0;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double p99(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, v.size() * 99 / 100)];
-}
+using akad::median;
+double p99(std::vector<double> v) { return akad::quantile(std::move(v), 0.99); }
 
 }  // namespace
 

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/client.h"
+#include "common/quantile.h"
 
 using namespace akad;
 using Clock = std::chrono::steady_clock;
@@ -103,10 +104,7 @@ long flood(const std::string& socket, const std::atomic<bool>& stop) {
   return answered;
 }
 
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
-}
+double percentile(std::vector<double> v, double q) { return akad::quantile(std::move(v), q); }
 
 }  // namespace
 

@@ -38,6 +38,8 @@
 #include <tuple>
 #include <vector>
 
+#include "../../common/quantile.h"  // header-only; this file is built by hand with nvcc
+
 #define CK(x)                                                                               \
   do {                                                                                      \
     cudaError_t e_ = (x);                                                                   \
@@ -252,7 +254,7 @@ struct Stats {
 
 Stats statsOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  auto q = [&](double f) { return v[static_cast<size_t>(f * (v.size() - 1))]; };
+  auto q = [&](double f) { return akad::quantileOfSorted(v, f); };
   double mean = 0, var = 0;
   // CV over the middle 80%, so a rare preemption does not dominate.
   const size_t lo = v.size() / 10, hi = v.size() - v.size() / 10;

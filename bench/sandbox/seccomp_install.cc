@@ -73,11 +73,6 @@ double installOnce(const Case& c, volatile double* shared) {
   return *shared;
 }
 
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +110,6 @@ int main(int argc, char** argv) {
   std::printf("seccomp filter install, %d runs each, in a fresh process (microseconds)\n", runs);
   for (const auto& c : cases)
     std::printf("  %-40s median %7.1f  p10 %7.1f  p90 %7.1f\n", c.name.c_str(), bench::median(c.seconds) * 1e6,
-                percentile(c.seconds, 0.1) * 1e6, percentile(c.seconds, 0.9) * 1e6);
+                akad::quantile(c.seconds, 0.1) * 1e6, akad::quantile(c.seconds, 0.9) * 1e6);
   return 0;
 }

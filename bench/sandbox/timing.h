@@ -3,8 +3,9 @@
 
 #include <time.h>
 
-#include <algorithm>
 #include <vector>
+
+#include "common/quantile.h"
 
 namespace bench {
 
@@ -14,10 +15,6 @@ inline double now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using akad::median;
 
 }  // namespace bench

@@ -19,8 +19,8 @@ Error invalid(const std::string& message) { return Error{message, proto::kInvali
 
 // The platform the daemon's GPU discovery found: what its sandboxes will run the tasks on.
 aka::Platform discoveredPlatform(const DaemonContext& ctx) {
-  if (ctx.gpus != nullptr && ctx.gpus->exists("", "nvidia")) return aka::Platform::Nvidia;
-  if (ctx.gpus != nullptr && ctx.gpus->exists("", "amd")) return aka::Platform::Amd;
+  if (ctx.gpus != nullptr && ctx.gpus->exists(GpuRequest{"nvidia", ""})) return aka::Platform::Nvidia;
+  if (ctx.gpus != nullptr && ctx.gpus->exists(GpuRequest{"amd", ""})) return aka::Platform::Amd;
   return aka::Platform::Cpu;
 }
 

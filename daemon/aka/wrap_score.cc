@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "common/quantile.h"
 #include "daemon/aka/checkout.h"
 #include "daemon/aka/held_out_rules.h"
 #include "daemon/pipeline/files.h"
@@ -315,12 +316,6 @@ Result<PerfRun> perfRun(const WrapRunner& w, const Side& side, const WrapSpec& s
   }
   if (p.times.empty()) why = side.who + ": the performance command left no report with kernel times";
   return p;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // ABBA rounds of the pristine baseline and the candidate on the same GPU.

@@ -58,8 +58,10 @@ Result<AgentDefinition> loadAgent(const fs::path& file) {
   if (!check.map(root, "")) return check.error();
   check.onlyKeys(root, "", {"name", "description", "command", "network", "allow", "time_limit_s", "mount_solution", "image",
                             "template", "credentials", "env"});
-  if (check.readString(root, "", "name", a.name, ConfigCheck::Required) && a.name != file.stem().string())
-    check.fail("name", "'" + a.name + "' must equal the file name");
+  if (check.readString(root, "", "name", a.name, ConfigCheck::Required)) {
+    if (a.name != file.stem().string()) check.fail("name", "'" + a.name + "' must equal the file name");
+    if (!isAgentName(a.name)) check.fail("name", "'" + a.name + "' must match " + kAgentNameRule);
+  }
   check.readString(root, "", "description", a.description);
   readCommand(check, root, a);
   readNetwork(check, root, a);
@@ -125,9 +127,18 @@ bool capNetwork(AgentDefinition& a, NetworkLevel cap) {
   return true;
 }
 
+bool isAgentName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || (c != '_' && c != '-'))) return false;
+  }
+  return true;
+}
+
 Result<AgentDefinition> findAgent(const fs::path& agentsDir, const std::string& name) {
-  static const std::regex nameRe("[a-z0-9][a-z0-9_-]{0,63}");
-  if (!std::regex_match(name, nameRe)) return Error{"agent name '" + name + "' must match [a-z0-9][a-z0-9_-]*"};
+  if (!isAgentName(name)) return Error{"agent name '" + name + "' must match " + kAgentNameRule};
   const fs::path file = agentsDir / (name + ".yaml");
   if (!fs::exists(file)) {
     std::string known;

@@ -50,8 +50,16 @@ Status applyRunNetwork(AgentDefinition& agent, const nlohmann::json& options);
 // no list). Returns whether it changed anything.
 bool capNetwork(AgentDefinition& agent, NetworkLevel cap);
 
+// The one rule for an agent's name, wherever one comes in (run.submit's `agent`, an agent file,
+// a lookup): [a-z0-9][a-z0-9_-]{0,63}. The name is a file name (<agentsDir>/<name>.yaml) and
+// lands in paths and log fields; no dot, so it can never be "..", a hidden file or carry a
+// second extension.
+inline constexpr const char* kAgentNameRule = "[a-z0-9][a-z0-9_-]{0,63}";
+bool isAgentName(const std::string& name);
+
+// An agent file whose `name` is not the file's own name or breaks isAgentName is refused.
 Result<AgentDefinition> loadAgent(const std::filesystem::path& file);
-// Finds <agentsDir>/<name>.yaml; the name must be [a-z0-9_-]+.
+// Finds <agentsDir>/<name>.yaml; the name must pass isAgentName.
 Result<AgentDefinition> findAgent(const std::filesystem::path& agentsDir, const std::string& name);
 std::vector<AgentDefinition> listAgents(const std::filesystem::path& agentsDir);
 // `akactl submit --agent-command 'CMD'`: run CMD with /bin/sh -c, no network.

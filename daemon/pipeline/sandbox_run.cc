@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,15 +44,25 @@ std::string SandboxOutcome::describe() const {
   return "ended with status " + status;
 }
 
+namespace {
+// ESRCH (akabox already exited) is no error: there is nothing left to stop.
+void terminate(int pidfd) { (void)::syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0); }
+}  // namespace
+
 void SandboxCanceller::cancel() {
+  std::lock_guard lock(mutex_);
   cancelled_ = true;
-  if (pid_t p = pid_.load(); p > 0) ::kill(p, SIGTERM);
+  if (pidfd_ >= 0) terminate(pidfd_);
 }
-void SandboxCanceller::attach(pid_t pid) {
-  pid_ = pid;
-  if (cancelled_) ::kill(pid, SIGTERM);
+void SandboxCanceller::attach(int pidfd) {
+  std::lock_guard lock(mutex_);
+  pidfd_ = pidfd;
+  if (cancelled_) terminate(pidfd_);
 }
-void SandboxCanceller::detach() { pid_ = 0; }
+void SandboxCanceller::detach() {
+  std::lock_guard lock(mutex_);
+  pidfd_ = -1;
+}
 
 void setDefaultCgroupParent(const std::string& parent) { g_cgroupParent = parent; }
 const std::string& defaultCgroupParent() { return g_cgroupParent; }
@@ -108,14 +119,7 @@ void cleanupSandboxLeftovers() {
 
 fs::path akaboxPath() {
   if (const char* env = std::getenv("AKABOX"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    // Installed side by side, or the build tree's daemon/ next to sandbox/.
-    for (const fs::path& candidate : {self.parent_path() / "akabox", self.parent_path().parent_path() / "sandbox" / "akabox"})
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "akabox";
+  return companionProgram("akabox", "sandbox");
 }
 
 fs::path netBridgePath() { return akaboxPath().parent_path() / "akanet-bridge"; }
@@ -201,7 +205,16 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
     ::_exit(127);
   }
   writeEnd.reset();
-  if (canceller) canceller->attach(pid);
+  // Before any wait can reap akabox, so the pidfd is surely its own.
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) {
+    const int err = errno;
+    ::kill(pid, SIGKILL);  // not reaped yet: the pid is still akabox's
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return errnoError("pidfd_open(akabox)", err);
+  }
+  if (canceller) canceller->attach(pidfd.get());
 
   std::string json;
   char buf[8192];

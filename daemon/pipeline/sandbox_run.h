@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <mutex>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -86,17 +87,24 @@ struct SandboxOutcome {
 // The sandboxes of one attempt: another thread can stop the one in flight (a cancelled run, a
 // daemon shutting down; akabox gets SIGTERM and tears the sandbox down itself), and the time
 // spent inside commands is summed, so the pipeline's own overhead can be told apart.
+//
+// akabox is named by a pidfd, as akabox names its init: a pid can be reaped and handed to an
+// unrelated process between reading it and kill(), a pidfd only ever means its own process.
+// runSandbox opens it before it can reap akabox and closes it only after detach(), and
+// cancel() signals under the same lock, so no closed or reused descriptor is signalled either.
 class SandboxCanceller {
  public:
   void cancel();
   bool cancelled() const { return cancelled_; }
-  void attach(pid_t pid);
+  // The pidfd of the akabox in flight; the caller keeps it open until after detach().
+  void attach(int pidfd);
   void detach();
   void addCommandSeconds(double s) { commandMicros_ += static_cast<uint64_t>(s * 1e6); }
   double commandSeconds() const { return static_cast<double>(commandMicros_.load()) / 1e6; }
 
  private:
-  std::atomic<pid_t> pid_{0};
+  std::mutex mutex_;  // attach, detach and cancel's signal
+  int pidfd_ = -1;
   std::atomic<bool> cancelled_{false};
   std::atomic<uint64_t> commandMicros_{0};
 };

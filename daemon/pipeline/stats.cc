@@ -3,15 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-namespace akad {
+#include "common/quantile.h"
 
-double quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const auto hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
+namespace akad {
 
 SampleStats describeSamples(std::vector<double> samples) {
   SampleStats s;
@@ -19,9 +13,9 @@ SampleStats describeSamples(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   s.n = samples.size();
   s.min = samples.front();
-  s.median = quantile(samples, 0.5);
-  s.q1 = quantile(samples, 0.25);
-  s.q3 = quantile(samples, 0.75);
+  s.median = quantileOfSorted(samples, 0.5);
+  s.q1 = quantileOfSorted(samples, 0.25);
+  s.q3 = quantileOfSorted(samples, 0.75);
   return s;
 }
 

@@ -17,9 +17,8 @@ struct SampleStats {
   nlohmann::json toJson() const;  // nanoseconds: median_ns, min_ns, iqr_ns, n
 };
 
-// Quantiles by linear interpolation between order statistics.
+// Quartiles by common/quantile.h's rule.
 SampleStats describeSamples(std::vector<double> samples);
-double quantile(const std::vector<double>& sorted, double q);
 // 0 for an empty list; values must be positive.
 double geometricMean(const std::vector<double>& values);
 

@@ -1,5 +1,5 @@
 // Tasks as a catalog and as imported versions: loading one (its file, then its version's
-// hash), scanning a tasks root, the common harness layers a task is assembled from, and the
+// hash; task_scan.cc finds the task folders of a root), the common harness layers a task is assembled from, and the
 // copy of one version in the state dir. Reading task.yaml is in task_file.cc, a version's hash
 // in task_hash.cc.
 #include <unistd.h>
@@ -10,6 +10,7 @@
 
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/task.h"
+#include "daemon/pipeline/task_scan.h"
 
 namespace fs = std::filesystem;
 
@@ -22,24 +23,6 @@ Result<Task> loadTask(const fs::path& dir) {
   if (!hash) return hash.error();
   t->content_hash = *hash;
   return t;
-}
-
-TaskCatalogScan scanTasks(const fs::path& tasksRoot) {
-  TaskCatalogScan scan;
-  std::error_code ec;
-  std::vector<fs::path> dirs;
-  for (const auto& suite : fs::directory_iterator(tasksRoot, ec)) {
-    if (!suite.is_directory() || suite.path().filename() == "common") continue;
-    for (const auto& task : fs::directory_iterator(suite.path(), ec))
-      if (fs::exists(task.path() / "task.yaml")) dirs.push_back(task.path());
-  }
-  std::sort(dirs.begin(), dirs.end());
-  for (const auto& d : dirs) {
-    auto t = loadTask(d);
-    if (t) scan.tasks.push_back(std::move(*t));
-    else scan.errors.push_back(t.error().message);
-  }
-  return scan;
 }
 
 }  // namespace akad
@@ -59,7 +42,7 @@ std::vector<std::string> harnessLayers(const fs::path& tasksRoot, const std::str
 }
 
 Result<fs::path> importTask(const Task& task, const fs::path& stateDir) {
-  const fs::path root = stateDir / "tasks" / task.content_hash / "def";
+  const fs::path root = taskVersionRoot(stateDir / "tasks", task.content_hash);
   if (fs::exists(root / ".complete")) return root;
   std::error_code ec;
   const fs::path tmp = stateDir / "tasks" / task.content_hash / ("def.tmp-" + std::to_string(::getpid()) + "-" +

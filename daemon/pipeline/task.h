@@ -83,8 +83,8 @@ Result<std::string> taskVersionHash(const Task& task);
 std::uint64_t taskTreesHashed();
 Result<std::string> taskContentHash(const std::filesystem::path& dir);
 
-// Every task under tasksRoot/<suite>/<task>/task.yaml, loaded; a task that fails to load is
-// reported in `errors` and left out.
+// Every task folder under tasksRoot (task_scan.h's rule), loaded; a task that fails to load,
+// or a root that cannot be read, is reported in `errors` and left out (task_scan.cc).
 struct TaskCatalogScan {
   std::vector<Task> tasks;
   std::vector<std::string> errors;

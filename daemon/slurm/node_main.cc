@@ -33,6 +33,7 @@
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/task.h"
+#include "daemon/pipeline/task_scan.h"
 #include "daemon/slurm/job_cgroup.h"
 #include "daemon/slurm/shared_area.h"
 #include "daemon/snapshot/store.h"
@@ -89,10 +90,9 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
       if (v.is_string()) credentials[k] = v.get<std::string>();
   }
 
-  const auto slash = spec->task_id.find('/');
   const fs::path shared = jobDir.parent_path().parent_path();
-  const fs::path defRoot = shared / "tasks" / spec->task_hash / "def";
-  auto task = loadTask(defRoot / spec->task_id.substr(0, slash) / spec->task_id.substr(slash + 1));
+  const fs::path defRoot = taskVersionRoot(shared / "tasks", spec->task_hash);
+  auto task = loadTask(taskVersionDir(shared / "tasks", spec->task_hash, spec->task_id));
   if (!task) return Error{"the task " + spec->task_id + " cannot be loaded on this node: " + task.error().message};
   if (task->content_hash != spec->task_hash)
     return Error{"the task " + spec->task_id + " in the shared area does not hash to " + spec->task_hash};

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/files.h"
+#include "daemon/pipeline/task_scan.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -124,7 +125,7 @@ SlurmJobInput SlurmExecutor::inputFor(const AttemptExecution& e) const {
   in.needs_gpu = e.task.gpu;
   in.memory_bytes = e.task.limits.memory_bytes;
   if (account_of_) in.account = account_of_(static_cast<uid_t>(e.run.submitterUid));
-  in.task_def_root = tasks_dir_ / e.task.content_hash / "def";
+  in.task_def_root = taskVersionRoot(tasks_dir_, e.task.content_hash);
   in.credentials = e.plan.credentials;
   return in;
 }
@@ -137,7 +138,7 @@ Result<json> SlurmExecutor::execute(const AttemptExecution& e) {
   if (ec) return Error{"cannot create " + jobs.string() + ": " + ec.message()};
   JobDir dir{jobs / ("a" + std::to_string(in.spec.attempt_id) + "-" + nonce())};
   if (::mkdir(dir.path.c_str(), 0700) != 0) return Error{"cannot create " + dir.path.string() + ": " + std::strerror(errno)};
-  if (auto s = publishTree(in.task_def_root, config_.shared / "tasks" / in.spec.task_hash / "def"); !s) return s.error();
+  if (auto s = publishTree(in.task_def_root, taskVersionRoot(config_.shared / "tasks", in.spec.task_hash)); !s) return s.error();
   if (in.spec.snapshot)
     if (auto s = snapshots_.exportTo(*in.spec.snapshot, dir.path / "snapshot.tar.zst"); !s) return s.error();
   if (auto s = writeFileDurably(dir.path / "spec.json", toJson(in.spec).dump(1) + "\n"); !s) return s.error();

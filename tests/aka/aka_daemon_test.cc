@@ -106,12 +106,13 @@ TEST_F(AkaDaemonTest, ImportJsonRecordsCommitAndFileHashesAndImportedTasksCanBeS
   ASSERT_EQ(held.at("tasks").size(), 1u);
   EXPECT_EQ(held.at("tasks")[0].at("held_out_injections"), 1);
   // The imported task goes through run.submit like any other: resolved by the catalog and loaded
-  // (then queued where the daemon has a GPU; refused for want of one where it has none).
+  // (then queued where the daemon has an NVIDIA GPU, which its image drives; refused for want of
+  // one where it has none, naming the vendor: daemon/gpu_eligibility.h).
   auto submitted = ctl({"--json", "submit", "aka-triton2triton-vllm/triton_plain_copy"});
   if (submitted.exitCode == 0)
     EXPECT_NE(submitted.out.find("aka-triton2triton-vllm/triton_plain_copy"), std::string::npos) << submitted.out;
   else
-    EXPECT_NE(submitted.err.find("task aka-triton2triton-vllm/triton_plain_copy needs a GPU and this daemon has none"),
+    EXPECT_NE(submitted.err.find("task aka-triton2triton-vllm/triton_plain_copy needs a GPU by nvidia and this daemon has none"),
               std::string::npos) << submitted.err;
   auto unknown = ctl({"submit", "aka-triton2triton-vllm/triton_fp8_cast"});
   EXPECT_EQ(unknown.exitCode, 1);

@@ -226,6 +226,8 @@ TEST_F(BadClientTest, WrongParameterTypesNameTheParameter) {
       {R"({"id":1,"method":"run.submit","params":{"tasks":["cpu"],"label":3}})", "\"label\""},
       {R"({"id":1,"method":"run.submit","params":{"tasks":["cpu"],"options":[]}})", "\"options\""},
       {R"({"id":1,"method":"run.submit","params":{"tasks":["cpu"],"agent":"../../bin/sh"}})", "\"agent\""},
+      // Once accepted here and refused only when the attempt looked the agent up (issue 28).
+      {R"({"id":1,"method":"run.submit","params":{"tasks":["cpu"],"agent":"my.agent"}})", "\"agent\""},
       {R"({"id":1,"method":"run.submit","params":{"tasks":["cpu"],"colour":"red"}})", "\"colour\""},
       {R"({"id":1,"method":"run.cancel","params":{"id":null}})", "\"id\""},
       {R"({"id":1,"method":"run.watch","params":{"id":"r-1","from_start":"yes"}})", "\"from_start\""},

@@ -5,31 +5,26 @@
 #include <thread>
 
 #include "daemon/gpu_leases.h"
+#include "tests/daemon/fake_gpu.h"
 
 namespace akad {
 namespace {
 
-gpu::GpuDevice fakeGpu(const std::string& id, const std::string& vendor, const std::string& model) {
-  gpu::GpuDevice g;
-  g.id = id;
-  g.vendor = vendor;
-  g.model = model;
-  return g;
-}
+using test::fakeGpu;
 
 TEST(GpuLeasesWithFakeGpus, EachGpuGoesToOneHolderAtATime) {
   GpuLeases leases({fakeGpu("nvidia0", "nvidia", "NVIDIA H200"), fakeGpu("nvidia1", "nvidia", "NVIDIA H200")});
-  auto a = leases.acquire("attempt 1", "", nullptr);
-  auto b = leases.acquire("attempt 2", "", nullptr);
+  auto a = leases.acquire("attempt 1", GpuRequest{}, nullptr);
+  auto b = leases.acquire("attempt 2", GpuRequest{}, nullptr);
   ASSERT_TRUE(a && b);
   EXPECT_NE(a->id, b->id);
-  EXPECT_FALSE(leases.anyFree(""));
+  EXPECT_FALSE(leases.anyFree(GpuRequest{}));
   EXPECT_EQ(leases.describe()[0]["lease"], "attempt 1");
 
   // A third holder waits until one is given back.
   std::atomic<bool> got{false};
   std::thread waiter([&] {
-    auto c = leases.acquire("attempt 3", "", nullptr);
+    auto c = leases.acquire("attempt 3", GpuRequest{}, nullptr);
     got = c.has_value() && c->id == a->id;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -41,27 +36,27 @@ TEST(GpuLeasesWithFakeGpus, EachGpuGoesToOneHolderAtATime) {
 
 TEST(GpuLeasesWithFakeGpus, ModelAndVendorChooseTheGpu) {
   GpuLeases leases({fakeGpu("nvidia0", "nvidia", "NVIDIA H200"), fakeGpu("amd0", "amd", "AMD Instinct MI300X")});
-  EXPECT_TRUE(leases.exists("mi300"));
-  EXPECT_FALSE(leases.exists("a100"));
-  EXPECT_FALSE(leases.exists("", "intel"));
-  auto g = leases.acquire("x", "", nullptr, "amd");
+  EXPECT_TRUE(leases.exists(GpuRequest{"", "mi300"}));
+  EXPECT_FALSE(leases.exists(GpuRequest{"", "a100"}));
+  EXPECT_FALSE(leases.exists(GpuRequest{"intel", ""}));
+  auto g = leases.acquire("x", GpuRequest{"amd", ""}, nullptr);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->id, "amd0");
-  auto h = leases.acquire("y", "h200", nullptr);
+  auto h = leases.acquire("y", GpuRequest{"", "h200"}, nullptr);
   ASSERT_TRUE(h);
   EXPECT_EQ(h->id, "nvidia0");
 }
 
 TEST(GpuLeasesWithFakeGpus, AWaiterGivesUpWhenCancelled) {
   GpuLeases leases({fakeGpu("nvidia0", "nvidia", "H200")});
-  auto held = leases.acquire("holder", "", nullptr);
+  auto held = leases.acquire("holder", GpuRequest{}, nullptr);
   ASSERT_TRUE(held);
   std::atomic<bool> cancelled{false};
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     cancelled = true;
   });
-  auto none = leases.acquire("waiter", "", [&] { return cancelled.load(); });
+  auto none = leases.acquire("waiter", GpuRequest{}, [&] { return cancelled.load(); });
   canceller.join();
   EXPECT_FALSE(none.has_value());
 }
@@ -69,10 +64,10 @@ TEST(GpuLeasesWithFakeGpus, AWaiterGivesUpWhenCancelled) {
 TEST(GpuLeasesWithFakeGpus, ALeaseIsGivenBackWhenItsOwnerEnds) {
   GpuLeases leases({fakeGpu("nvidia0", "nvidia", "H200")});
   {
-    GpuLease lease(leases, leases.acquire("stage", "", nullptr));
-    EXPECT_FALSE(leases.anyFree(""));
+    GpuLease lease(leases, leases.acquire("stage", GpuRequest{}, nullptr));
+    EXPECT_FALSE(leases.anyFree(GpuRequest{}));
   }
-  EXPECT_TRUE(leases.anyFree(""));
+  EXPECT_TRUE(leases.anyFree(GpuRequest{}));
 }
 
 }  // namespace

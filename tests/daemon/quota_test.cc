@@ -168,7 +168,7 @@ TEST(TenantQuota, UsageCountsOpenAttemptsAttemptTimeAndGpuTimePerTenant) {
   ASSERT_TRUE(claimed && claimed->first);
   ASSERT_TRUE((*store)->recordGpuUsage(claimed->first->id, 1001, 1800));
   ASSERT_TRUE((*store)->recordGpuUsage(claimed->first->id, 1001, 900.5));
-  auto usage = (*store)->tenantUsage(isoTimeSecondsAgo(24 * 3600));
+  auto usage = (*store)->tenantUsage(isoTimeUtc(24 * 3600));
   ASSERT_TRUE(usage) << usage.error().message;
   EXPECT_EQ((*usage)[1001].queued, 2);
   EXPECT_EQ((*usage)[1001].running, 1);
@@ -177,7 +177,7 @@ TEST(TenantQuota, UsageCountsOpenAttemptsAttemptTimeAndGpuTimePerTenant) {
   EXPECT_EQ((*usage)[1002].queued, 1);
   EXPECT_EQ((*usage)[1002].gpu_seconds, 0);
   // GPU time outside the window does not count.
-  auto later = (*store)->tenantUsage(isoTimeSecondsAgo(-60));
+  auto later = (*store)->tenantUsage(isoTimeUtc(-60));
   ASSERT_TRUE(later);
   EXPECT_EQ((*later)[1001].gpu_seconds, 0);
 }

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/time_text.h"
 #include "tests/daemon/harness.h"
 
 namespace akad::test {
@@ -88,14 +89,9 @@ inline fs::path quickTimedTasks(const fs::path& dest) {
   return dest;
 }
 
-// A time as the store writes it ("2026-12-02T18:00:00.123Z") in seconds since the epoch.
-inline double isoSeconds(const std::string& iso) {
-  std::tm t{};
-  if (::strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &t) == nullptr) return -1;
-  double s = static_cast<double>(::timegm(&t));
-  if (auto dot = iso.find('.'); dot != std::string::npos) s += std::stod("0" + iso.substr(dot, 4));
-  return s;
-}
+// A time as the store writes it ("2026-12-02T18:00:00.123Z") in seconds since the epoch; -1
+// for anything else, which no time the tests compare can be.
+inline double isoSeconds(const std::string& iso) { return parseIsoTimeUtc(iso).value_or(-1); }
 
 class PipelineDaemon {
  public:

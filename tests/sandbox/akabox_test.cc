@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "common/data_root.h"
 #include "akad/version.h"
 #include "box_fixture.h"
 
@@ -197,11 +198,10 @@ TEST_F(BoxTest, OnlyTheInitIsShieldedFromTheOomKiller) {
   EXPECT_EQ(value(r.out, "init"), sysResource ? "-1000" : own) << r.out;
 }
 
-// A policy that refuses chdir still starts the command (which changes directory before the
-// filter then), and the command's own chdir is refused and reported.
+// A policy that refuses chdir still starts the command (it changes directory before its
+// filter goes in), and the command's own chdir is refused and reported.
 TEST_F(BoxTest, APolicyThatRefusesChdirStillStartsTheCommand) {
-  const char* dataDir = std::getenv("AKAD_DATA_DIR");
-  const std::string root = dataDir && *dataDir ? dataDir : akad::kSourceRoot;
+  const std::string root = akad::dataRoot().string();  // where akabox finds policies/ too
   nlohmann::json policy = nlohmann::json::parse(readAll(root + "/policies/default.json"));
   size_t dropped = 0;
   for (auto& rule : policy["syscalls"]) {

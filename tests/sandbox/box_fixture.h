@@ -124,8 +124,7 @@ class BoxTest : public ::testing::Test {
     pid_t pid = ::fork();
     if (pid == 0) {
       ::setenv("AKABOX_TEMPLATE_DIR", templateDir().c_str(), 1);
-      if (testMode() == "spin" || testMode() == "early") ::setenv("AKABOX_SPIN", "1", 1);
-      if (testMode() == "early") ::setenv("AKABOX_EARLY_COMMAND", "1", 1);
+      if (testMode() == "spin") ::setenv("AKABOX_SPIN", "1", 1);
       if (inheritFd >= 0) ::fcntl(inheritFd, F_SETFD, 0);  // deliberately leak it into akabox
       if (inChild_) inChild_();
       ::execv(cargv[0], cargv.data());
@@ -154,7 +153,7 @@ class BoxTest : public ::testing::Test {
   // AKABOX_TEST_MODE (one variable: ctest's ENVIRONMENT property takes only the first of a
   // list here): "spin" is AKABOX_SPIN=1 without a template (the polled hand-overs of a machine
   // with four CPUs or more, and with them the mount namespace built on akabox's thread,
-  // mnt_thread.h), "early" AKABOX_SPIN=1 and AKABOX_EARLY_COMMAND=1 without a template.
+  // mnt_thread.h).
   static std::string testMode() {
     const char* e = std::getenv("AKABOX_TEST_MODE");
     return e ? e : "";
