@@ -230,7 +230,9 @@ TEST_F(FlagMappingTest, WithoutNoAgentNetworkAgentsGetTheNetworkTheyAskFor) {
   // The scorer's sandboxes never get a network, whatever the agent had.
   for (const auto* calls : {&host, &allow})
     for (const auto& c : *calls)
-      if (c.isRun() && !c.logsTo("/agent.out")) EXPECT_EQ(c.value("--net"), "none") << c.text();
+      if (c.isRun() && !c.logsTo("/agent.out")) {
+        EXPECT_EQ(c.value("--net"), "none") << c.text();
+      }
 }
 
 // --no-agent-network: no agent gets the host network or the proxy, whatever its definition
