@@ -30,4 +30,15 @@ std::optional<std::size_t> chooseFairShare(const std::vector<QueuedAttempt>& que
   return best->index;
 }
 
+Result<Claim> claimByFairShare(Store& store, const TenantPolicy& tenants, const std::string& usageSinceIso,
+                               const std::function<bool(const AttemptRecord&)>& startable) {
+  FairShareInputs in;
+  auto usage = store.tenantUsage(usageSinceIso);
+  if (!usage) return usage.error();
+  in.usage = std::move(*usage);
+  in.limits = [&tenants](std::int64_t uid) { return tenants.limitsFor(static_cast<uid_t>(uid)); };
+  in.startable = startable;
+  return store.claimAttempt([&](const std::vector<QueuedAttempt>& queued) { return chooseFairShare(queued, in); });
+}
+
 }  // namespace akad

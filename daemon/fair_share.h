@@ -10,6 +10,8 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/store.h"
@@ -27,5 +29,14 @@ struct FairShareInputs {
 
 // The index into `queued` (oldest first) of the attempt to run next, or nullopt.
 std::optional<std::size_t> chooseFairShare(const std::vector<QueuedAttempt>& queued, const FairShareInputs& in);
+
+// The executor's whole step: each tenant's usage since `usageSinceIso` from the store, its
+// limits from `tenants`, the choice above over the store's queue, and the chosen attempt
+// claimed (marked running, with its events) in the store's transaction. nullopt: nothing can
+// start. Two claims at once never take the same attempt; a caller that claims from several
+// threads holds one lock around this so that each choice sees the previous one's effect.
+using Claim = std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>;
+Result<Claim> claimByFairShare(Store& store, const TenantPolicy& tenants, const std::string& usageSinceIso,
+                               const std::function<bool(const AttemptRecord&)>& startable);
 
 }  // namespace akad

@@ -216,14 +216,8 @@ std::optional<GpuRequest> Scheduler::gpuRequestFor(const AttemptRecord& a) {
 Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Scheduler::claimNext(
     const std::function<bool(const AttemptRecord&)>& startable) {
   std::lock_guard claim(claimMutex_);
-  FairShareInputs in;
-  auto usage = store_.tenantUsage(isoTimeUtc(kUsageWindowS));
-  if (!usage) return usage.error();
-  in.usage = std::move(*usage);
-  in.limits = [this](std::int64_t uid) { return config_.tenants.limitsFor(static_cast<uid_t>(uid)); };
-  in.startable = startable;
   refreshRunOptions();
-  return store_.claimAttempt([&](const std::vector<QueuedAttempt>& queued) { return chooseFairShare(queued, in); });
+  return claimByFairShare(store_, config_.tenants, isoTimeUtc(kUsageWindowS), startable);
 }
 
 void Scheduler::workerLoop(int worker) {

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <optional>
@@ -214,6 +215,10 @@ Result<DrivenRun> GateRunner::runDriven(const std::string& who, const fs::path& 
   }
   const auto& workerOutcome = workerRun.get();
   const auto& driverOutcome = driverRun.get();
+  // The pair ran at once under cancellers of its own: the attempt's time inside programs
+  // (result.timing) gains the longer of the two, not nothing.
+  if (env_.canceller)
+    env_.canceller->addCommandSeconds(std::max(driverCanceller.commandSeconds(), workerCanceller.commandSeconds()));
   fs::remove_all(channel, ec);
   if (!workerOutcome) return workerOutcome.error();
   if (!driverOutcome) return driverOutcome.error();
