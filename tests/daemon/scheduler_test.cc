@@ -176,7 +176,7 @@ TEST(SchedulerClaim, ATenantPastItsGpuHoursKeepsItsGpuAttemptsQueuedButRunsItsCp
   EXPECT_FALSE(s.last.needsGpu);
   EXPECT_EQ(s.claimTenant(policy), -1) << "the GPU attempt must wait";
   // In a window that starts after the lease ended, the hours are free again.
-  auto claimed = claimByFairShare(*s.store, policy, isoTimeSecondsAgo(-60), nullptr);
+  auto claimed = claimByFairShare(*s.store, policy, isoTimeUtc(-60), nullptr);
   ASSERT_TRUE(claimed && claimed->first);
   EXPECT_TRUE(claimed->first->needsGpu);
 }
