@@ -19,7 +19,9 @@ TEST(DataRoot, ARunFromTheBuildTreeUsesTheSourceTreesData) {
   EXPECT_EQ(self, fs::read_symlink("/proc/self/exe"));
   EXPECT_TRUE(runFromBuildTree()) << self << " is not under " << kBuildRoot;
   const char* env = std::getenv("AKAD_DATA_DIR");
-  if (env == nullptr || *env == '\0') EXPECT_EQ(dataRoot(), fs::path(kSourceRoot));
+  if (env == nullptr || *env == '\0') {
+    EXPECT_EQ(dataRoot(), fs::path(kSourceRoot));
+  }
 }
 
 TEST(DataRoot, AKAD_DATA_DIRWins) {
@@ -37,7 +39,9 @@ TEST(CompanionProgram, BesideTheRunningProgramThenTheBuildTreeThenPath) {
   EXPECT_EQ(companionProgram(self.filename().string(), "nowhere"), self);
   // akabox is not beside this test, but the build made it in sandbox/.
   const fs::path built = fs::path(kBuildRoot) / "sandbox" / "akabox";
-  if (::access(built.c_str(), X_OK) == 0) EXPECT_EQ(companionProgram("akabox", "sandbox"), built);
+  if (::access(built.c_str(), X_OK) == 0) {
+    EXPECT_EQ(companionProgram("akabox", "sandbox"), built);
+  }
   EXPECT_EQ(companionProgram("akad-no-such-program", "sandbox"), fs::path("akad-no-such-program"));
 }
 

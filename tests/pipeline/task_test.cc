@@ -195,7 +195,7 @@ TEST_F(TaskFileTest, UnknownKeysAreRefusedWithTheirPath) {
 }
 
 TEST_F(TaskFileTest, AkataskRefusesWhatTheDaemonRefuses) {
-  load(valid() + "gpu: yes\ncolour: red\n");
+  (void)load(valid() + "gpu: yes\ncolour: red\n");  // writes the file; the daemon's refusal is tested above
   const std::string cmd = std::string(AKATASK_BIN) + " configs " + dir_.string() + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
