@@ -315,6 +315,24 @@ struct Driver {
     return rng;
   }
 
+  // Queues a read of 16 random 4 KiB pieces of `out` into sampleHost through a copy engine.
+  void queuePieces(const unsigned char* out, uint64_t bytes) {
+    void* dsts[16];
+    const void* srcs[16];
+    size_t sizes[16];
+    const uint64_t pieces = std::max<uint64_t>(1, bytes / 4096);
+    for (int i = 0; i < 16; ++i) {
+      dsts[i] = static_cast<unsigned char*>(sampleHost) + i * 4096;
+      srcs[i] = out + (next() % pieces) * 4096;
+      sizes[i] = 4096;
+    }
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+    size_t idx = 0;
+    CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 16, &attr, &idx, 1, s));
+  }
+
   void exchange(uint32_t kernel) {
     page->kernel = kernel;
     const uint32_t n = ++seq;
@@ -347,20 +365,7 @@ struct Driver {
     sendFd(sock, fd);
     exchange(kernel);
     if (sample) {
-      void* dsts[16];
-      const void* srcs[16];
-      size_t sizes[16];
-      const uint64_t pieces = bytes / 4096;
-      for (int i = 0; i < 16; ++i) {
-        dsts[i] = static_cast<unsigned char*>(sampleHost) + i * 4096;
-        srcs[i] = out + (next() % pieces) * 4096;
-        sizes[i] = 4096;
-      }
-      cudaMemcpyAttributes attr{};
-      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-      size_t idx = 0;
-      CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 16, &attr, &idx, 1, s));
+      queuePieces(out, bytes);
       CK(cudaStreamSynchronize(s));
     }
     const auto t1 = Clock::now();
@@ -406,22 +411,8 @@ struct Driver {
       page->outIdx = uint32_t(j);
       exchange(kernel);
       if (!read) continue;
-      unsigned char* out = shared + 2 * kMaxBytes + uint64_t(j) * kMaxBytes;
-      void* dsts[16];
-      const void* srcs[16];
-      size_t sizes[16];
-      const uint64_t pieces = std::max<uint64_t>(1, bytes / 4096);
-      for (int i = 0; i < 16; ++i) {
-        dsts[i] = static_cast<unsigned char*>(sampleHost) + i * 4096;
-        srcs[i] = out + (next() % pieces) * 4096;
-        sizes[i] = 4096;
-      }
-      cudaMemcpyAttributes attr{};
-      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-      size_t idx = 0;
       // Queued, not waited for: the drivers wait once, at the window's end.
-      CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 16, &attr, &idx, 1, s));
+      queuePieces(shared + 2 * kMaxBytes + uint64_t(j) * kMaxBytes, bytes);
     }
     CK(cudaStreamSynchronize(s));
     const auto t1 = Clock::now();
