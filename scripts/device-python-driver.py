@@ -208,7 +208,7 @@ def summary(work, tasks):
             overhead = median(b["empty"])
             print(f"  {name}: overhead (empty calls) {us(overhead):.1f} us, IQR "
                   f"{us(statistics.quantiles(b['empty'], n=4)[2] - statistics.quantiles(b['empty'], n=4)[0]) if len(b['empty']) > 3 else float('nan'):.1f} us"
-                  f" over {len(b['empty'])}, of it {us(median(b['empty_tail'])):.1f} us after done")
+                  f" over {len(b['empty'])} empty windows")
             rows = [("baseline", b), ("solution", s)]
             nets = {}
             for who, d in rows:

@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <tuple>
 #include <vector>
 
 #define CK(x)                                                                               \
@@ -68,6 +69,10 @@ struct Page {
   uint64_t lendBytes = 0;
   float eventUs = 0;
   float mapUs = 0;      // the worker's import and mapping of a lent input
+  // pool strategy: this call's input is slot `slot` of the window's pool (`slotBytes` apart),
+  // its output buffer `outIdx`; poolStart: receive and map the pool first; poolEnd: unmap after.
+  uint32_t poolStart = 0, poolEnd = 0, slot = 0, outIdx = 0;
+  uint64_t slotBytes = 0, poolBytes = 0;
 };
 
 __global__ void emptyKernel() {}
@@ -142,6 +147,7 @@ void* mapHandle(CUmemGenericAllocationHandle h, size_t size) {
 }
 
 constexpr uint64_t kMaxBytes = uint64_t(64) << 20;
+constexpr int kMaxCalls = 16;  // output buffers after the in/out pair: one per call of a pool window
 
 void worker(Page* page, int sock) {
   CK(cudaSetDevice(0));
@@ -168,6 +174,36 @@ void worker(Page* page, int sock) {
       launch(0, nullptr, nullptr, 0, s);
       CK(cudaStreamSynchronize(s));
       page->done.store(n, std::memory_order_release);
+      continue;
+    }
+    if (page->poolStart || page->slotBytes) {
+      static CUmemGenericAllocationHandle pool{};
+      static CUdeviceptr poolBase = 0;
+      if (page->poolStart) {
+        const auto m0 = Clock::now();
+        const int pfd = receiveFd(sock);
+        CU(cuMemImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<uintptr_t>(pfd)),
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        close(pfd);
+        poolBase = reinterpret_cast<CUdeviceptr>(mapHandle(pool, page->poolBytes));
+        page->mapUs = std::chrono::duration<float, std::micro>(Clock::now() - m0).count();
+      }
+      const unsigned char* pin = reinterpret_cast<const unsigned char*>(poolBase) + page->slot * page->slotBytes;
+      unsigned char* pout = base + 2 * kMaxBytes + uint64_t(page->outIdx) * kMaxBytes;
+      CK(cudaEventRecord(e0, s));
+      launch(page->kernel, pin, pout, page->elems, s);
+      CK(cudaEventRecord(e1, s));
+      CK(cudaStreamSynchronize(s));
+      float pms = 0;
+      CK(cudaEventElapsedTime(&pms, e0, e1));
+      page->eventUs = pms * 1000.f;
+      page->done.store(n, std::memory_order_release);
+      if (page->poolEnd) {
+        CU(cuMemUnmap(poolBase, page->poolBytes));
+        CU(cuMemAddressFree(poolBase, page->poolBytes));
+        CU(cuMemRelease(pool));
+        poolBase = 0;
+      }
       continue;
     }
     const unsigned char* in = base;
@@ -326,6 +362,66 @@ struct Driver {
     return std::chrono::duration<double, std::micro>(t1 - t0).count();
   }
 
+  // K calls in one window on a pool of K*M fresh input sets lent at T0 (one mapping for the
+  // window); call j's input is one of its M slots, named only in its own go; after each done the
+  // driver reads 16 random 4 KiB pieces of that call's output (copy engine) before the next go.
+  // Returns the window per call; *eventUs the worker's event time of the last call.
+  double poolWindow(int K, int M, bool read, uint32_t kernel, uint64_t bytes, float* eventUs) {
+    const uint64_t slotBytes = (bytes + 4095) / 4096 * 4096;
+    const uint64_t size = (slotBytes * K * M + gran - 1) / gran * gran;
+    const CUmemAllocationProp p = props();
+    CUmemGenericAllocationHandle h;
+    CU(cuMemCreate(&h, size, &p, 0));
+    void* mine = mapHandle(h, size);
+    CK(cudaMemsetAsync(mine, 0x3f, size, s));
+    for (int j = 0; j < K; ++j) CK(cudaMemsetAsync(shared + 2 * kMaxBytes + uint64_t(j) * kMaxBytes, 0xff, bytes, s));
+    CK(cudaMemsetAsync(flushBuf, int(seq & 0xff), uint64_t(256) << 20, s));
+    CK(cudaStreamSynchronize(s));
+    int fd = -1;
+    CU(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    page->lend = 0;
+    page->elems = bytes / 4;
+    exchange(3);
+    page->slotBytes = slotBytes;
+    page->poolBytes = size;
+    const auto t0 = Clock::now();
+    sendFd(sock, fd);
+    for (int j = 0; j < K; ++j) {
+      page->poolStart = j == 0;
+      page->poolEnd = j == K - 1;
+      page->slot = uint32_t(j * M + next() % M);
+      page->outIdx = uint32_t(j);
+      exchange(kernel);
+      if (!read) continue;
+      unsigned char* out = shared + 2 * kMaxBytes + uint64_t(j) * kMaxBytes;
+      void* dsts[16];
+      const void* srcs[16];
+      size_t sizes[16];
+      const uint64_t pieces = std::max<uint64_t>(1, bytes / 4096);
+      for (int i = 0; i < 16; ++i) {
+        dsts[i] = static_cast<unsigned char*>(sampleHost) + i * 4096;
+        srcs[i] = out + (next() % pieces) * 4096;
+        sizes[i] = 4096;
+      }
+      cudaMemcpyAttributes attr{};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      size_t idx = 0;
+      CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 16, &attr, &idx, 1, s));
+      CK(cudaStreamSynchronize(s));
+    }
+    const auto t1 = Clock::now();
+    page->poolStart = page->poolEnd = 0;
+    page->slotBytes = 0;
+    close(fd);
+    CU(cuMemUnmap(reinterpret_cast<CUdeviceptr>(mine), size));
+    CU(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(mine), size));
+    CU(cuMemRelease(h));
+    *eventUs = page->eventUs;
+    lastMapUs = page->mapUs;
+    return std::chrono::duration<double, std::micro>(t1 - t0).count() / K;
+  }
+
   // One call; returns the window in microseconds and the worker's event time in *eventUs.
   double call(const std::string& strategy, int pre, uint32_t kernel, uint64_t bytes, float* eventUs) {
     unsigned char* in = shared;
@@ -398,7 +494,7 @@ int main(int argc, char** argv) {
   const CUmemAllocationProp p = props();
   size_t gran = 0;
   CU(cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  const uint64_t size = (2 * kMaxBytes + gran - 1) / gran * gran;
+  const uint64_t size = ((2 + kMaxCalls) * kMaxBytes + gran - 1) / gran * gran;
   CUmemGenericAllocationHandle h;
   CU(cuMemCreate(&h, size, &p, 0));
   int fd = -1;
@@ -427,6 +523,35 @@ int main(int argc, char** argv) {
 
   std::printf("%-7s %-4s %-6s %8s | %9s %9s %9s %6s | %9s %7s\n", "strat", "pre", "kernel", "bytes", "median_us",
               "p10_us", "p90_us", "cv", "event_us", "map_us");
+  if (argc > 2 && std::string(argv[2]) == "pool") {
+    // exchange_bench ITERS pool: per-call window of the pool strategy against the event time.
+    std::printf("%-9s %8s %-6s | %9s %9s %9s %6s | %9s %7s\n", "K x M", "bytes", "kernel", "call_us", "p10_us",
+                "p90_us", "cv", "event_us", "map_us");
+    for (int round = 0; round < 2; ++round)
+      for (uint64_t bytes : {uint64_t(1) << 20, uint64_t(4) << 20, uint64_t(16) << 20, kMaxBytes})
+        for (auto [K, M, read] : {std::tuple{1, 1, true}, std::tuple{4, 4, true}, std::tuple{16, 4, true},
+                                  std::tuple{16, 4, false}})
+          for (uint32_t kernel : {0u, 1u}) {
+            if (uint64_t(K) * M * bytes > (uint64_t(4) << 30)) continue;
+            std::vector<double> w, ev, mp;
+            const int windows = std::max(20, iters / K);
+            for (int i = 0; i < windows + 5; ++i) {
+              float e = 0;
+              const double us = d.poolWindow(K, M, read, kernel, bytes, &e);
+              if (i >= 5) w.push_back(us), ev.push_back(e), mp.push_back(d.lastMapUs);
+            }
+            const Stats a = statsOf(w), b = statsOf(ev), m = statsOf(mp);
+            std::printf("%3d x %-2d%s %8llu %-6s | %9.1f %9.1f %9.1f %6.3f | %9.1f %7.1f\n", K, M, read ? " " : "n",
+                        static_cast<unsigned long long>(bytes), kernel ? "scale" : "empty", a.median, a.p10, a.p90,
+                        a.cv, b.median, m.median);
+            std::fflush(stdout);
+          }
+    page->kernel = 2;
+    page->go.store(++d.seq, std::memory_order_release);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
   const bool full = argc > 2 && std::string(argv[2]) == "full";
   std::vector<std::string> strategies = {"lend", "lend-np", "lend-ns", "d2d", "none"};
   if (full) strategies.insert(strategies.end(), {"batch", "pcie", "out", "local"});

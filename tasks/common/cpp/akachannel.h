@@ -39,7 +39,7 @@ struct Error : std::runtime_error {
 };
 
 constexpr uint32_t kMagic = 0x31434b41;  // "AKC1"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kHeaderBytes = 4096;
 constexpr size_t kTensorAlign = 4096;
 constexpr uint32_t kMaxMessage = 1u << 20;
@@ -54,6 +54,10 @@ enum Command : uint32_t {
 
 enum WorkerStatus : uint32_t { kOk = 0, kFailed = 1 };
 
+// Header::window: this call opens a window (its pool's descriptor follows on the socket) and/or
+// closes it (the worker unmaps the pool after done).
+enum WindowFlags : uint32_t { kWindowOpen = 1, kWindowClose = 2 };
+
 // The region's first page. go and done sit on cache lines of their own so that the side that
 // spins on one does not slow the side that writes the other.
 struct Header {
@@ -61,6 +65,11 @@ struct Header {
   uint32_t version;
   alignas(64) std::atomic<uint32_t> go;
   uint32_t cmd;
+  // GPU harnesses, several calls to a window (docs/scoring.md "GPU harnesses"): the input set
+  // of the window's pool this call uses, the output set it writes, and kWindowOpen/kWindowClose.
+  uint32_t slot;
+  uint32_t outSet;
+  uint32_t window;
   alignas(64) std::atomic<uint32_t> done;
   uint32_t status;        // WorkerStatus of the call that `done` names
   uint64_t inprocNs;      // the worker's own clock around the kernel: a second opinion, never trusted

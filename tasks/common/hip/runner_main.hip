@@ -403,8 +403,59 @@ json receiveWithFd(int sock, const char* type, ReceivedFd& fd) {
   return msg;
 }
 
+// A window's input pool (the driver's "pool" message and descriptor): `sets` input sets of
+// the group's shapes, `stride` bytes apart, each laid out at `offsets`.
+class InputPool {
+ public:
+  InputPool(int device, int fd, const json& msg, const TensorSet& shapes)
+      : mem_(SharedDeviceMemory::import(device, fd, msg.at("size").get<size_t>())),
+        sets_(msg.at("sets").get<uint64_t>()),
+        stride_(msg.at("stride").get<uint64_t>()),
+        shapes_(shapes),
+        offsets_(msg.at("offsets")) {
+    if (sets_ == 0 || stride_ == 0 || sets_ > mem_.size() / stride_)
+      throw std::runtime_error("the driver's pool of " + std::to_string(sets_) + " sets does not fit its memory");
+    if (!offsets_.is_array() || offsets_.size() != shapes_.size())
+      throw std::runtime_error("the driver gave " + offsets_.dump() + " as offsets of " + std::to_string(shapes_.size()) + " tensors");
+    for (size_t i = 0; i < shapes_.size(); ++i) {
+      const uint64_t off = offsets_.at(i).get<uint64_t>();
+      if (off > stride_ || shapes_.tensors[i].bytes.size() > stride_ - off)
+        throw std::runtime_error("an input set's stride is too small for '" + shapes_.tensors[i].name + "'");
+    }
+  }
+
+  DeviceSet set(uint32_t i) const {
+    if (i >= sets_) throw std::runtime_error("the driver named input set " + std::to_string(i) + " of " + std::to_string(sets_));
+    std::vector<void*> ptrs;
+    for (const json& off : offsets_) ptrs.push_back(mem_.base() + i * stride_ + off.get<uint64_t>());
+    return DeviceSet::views(shapes_, ptrs);
+  }
+
+ private:
+  SharedDeviceMemory mem_;
+  uint64_t sets_, stride_;
+  const TensorSet& shapes_;
+  json offsets_;
+};
+
 // The calibration's stand-in for a kernel: a launch that does nothing.
 __global__ void emptyKernel() {}
+
+// The group's output sets, one per call of a window, in the allocation the driver lends.
+std::vector<DeviceSet> outputSetsIn(const SharedDeviceMemory& shared, const TensorSet& outShapes, const json& device) {
+  const uint64_t sets = device.at("output_sets").get<uint64_t>();
+  const uint64_t stride = device.at("output_stride").get<uint64_t>();
+  if (sets == 0 || sets > 1024 || (sets > 1 && stride > shared.size() / (sets - 1)))
+    throw std::runtime_error("the driver's " + std::to_string(sets) + " output sets do not fit its memory");
+  std::vector<DeviceSet> out;
+  json offsets = device.at("outputs");
+  for (uint64_t j = 0; j < sets; ++j) {
+    json shifted = json::array();
+    for (const json& o : offsets) shifted.push_back(o.get<uint64_t>() + j * stride);
+    out.push_back(viewsInto(shared, outShapes, shifted));
+  }
+  return out;
+}
 
 // Runs the calls of one configuration until the driver ends it.
 void serveGroup(int sock, const json& group) {
@@ -419,22 +470,23 @@ void serveGroup(int sock, const json& group) {
   const HeaderPage page(regionFd.fd, region.at("size").get<size_t>());
   const json device = receiveWithFd(sock, "device", deviceFd);
   const SharedDeviceMemory shared = SharedDeviceMemory::import(kDevice, deviceFd.fd, device.at("size").get<size_t>());
-  DeviceSet out = viewsInto(shared, outShapes, device.at("outputs"));
+  std::vector<DeviceSet> outs = outputSetsIn(shared, outShapes, device);
   Event start, stop;
   const LaunchShadow shadow;
   akachan::Header& h = page.header();
   uint32_t last = h.go.load(std::memory_order_acquire);  // before "mapped": the first go may follow it at once
   akachan::sendMessage(sock, json{{"type", "mapped"}}.dump());
+  // This window's inputs: an allocation of their own, whose descriptor the driver sends only
+  // after its clock has started; unmapped once the window's last call is done.
+  std::optional<InputPool> pool;
   for (;;) {
     bool gone = false;
     const uint32_t n = akawait::awaitChange(h.go, last, sock, &gone);
     if (gone) throw std::runtime_error("the driver hung up");
     last = n;
     const uint32_t cmd = h.cmd;
+    const uint32_t window = h.window;
     uint32_t status = akachan::kOk;
-    // This call's inputs: an allocation of their own, whose descriptor the driver sends only
-    // after its clock has started; unmapped once the call is done.
-    std::optional<SharedDeviceMemory> lent;
     if (cmd == akachan::kCall || cmd == akachan::kEmpty || cmd == akachan::kPrime) {
       try {
         if (cmd == akachan::kPrime) {
@@ -443,12 +495,17 @@ void serveGroup(int sock, const json& group) {
           shadow.queue();
           finishCall("priming wait");
         } else {
-          ReceivedFd inputsFd;
-          const json inputs = receiveWithFd(sock, "inputs", inputsFd);
-          lent.emplace(SharedDeviceMemory::import(kDevice, inputsFd.fd, inputs.at("size").get<size_t>()));
-          const DeviceSet in = viewsInto(*lent, inShapes, inputs.at("offsets"));
+          if (window & akachan::kWindowOpen) {
+            ReceivedFd poolFd;
+            const json msg = receiveWithFd(sock, "pool", poolFd);
+            pool.reset();
+            pool.emplace(kDevice, poolFd.fd, msg, inShapes);
+          }
+          if (!pool) throw std::runtime_error("the driver named an input set before sending a pool");
+          if (h.outSet >= outs.size()) throw std::runtime_error("the driver named output set " + std::to_string(h.outSet));
+          const DeviceSet in = pool->set(h.slot);
           AKA_HIP_CHECK(hipEventRecord(start.get(), 0));
-          if (cmd == akachan::kCall) akaInvoke(config, in, out);
+          if (cmd == akachan::kCall) akaInvoke(config, in, outs[h.outSet]);
           else hipLaunchKernelGGL(emptyKernel, dim3(1), dim3(1), 0, 0);
           AKA_HIP_CHECK(hipEventRecord(stop.get(), 0));
           finishCall(cmd == akachan::kCall ? "kernel call" : "empty call");
@@ -464,7 +521,7 @@ void serveGroup(int sock, const json& group) {
     h.status = status;
     h.done.store(n, std::memory_order_release);
     akachan::futexWake(h.done);
-    lent.reset();
+    if (window & akachan::kWindowClose) pool.reset();
     if (cmd == akachan::kEndGroup) return;
   }
 }

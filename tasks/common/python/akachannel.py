@@ -9,6 +9,7 @@ akachannel.h, so that the scorer treats both alike:
    go/done words, laid out as akachannel.h's `Header`:
        0 magic u32 "AKC1"   4 version u32
       64 go u32             68 cmd u32         (go on a cache line of its own)
+      72 slot u32           76 outSet u32      80 window u32 (the GPU harnesses' windows)
      128 done u32          132 status u32     136 inprocNs u64 (done on another)
 
 A call: the driver writes the inputs, sets `cmd`, stores the call's number in `go` and wakes it;
@@ -32,7 +33,7 @@ import struct
 import time
 
 MAGIC = 0x31434B41  # "AKC1"
-VERSION = 1
+VERSION = 2
 HEADER_BYTES = 4096
 TENSOR_ALIGN = 4096
 MAX_MESSAGE = 1 << 20
@@ -46,13 +47,18 @@ PRIME = 4      # run an empty kernel and synchronise, untimed, so that the GPU h
 OK = 0
 FAILED = 1
 
+# Header window flags: this call opens a window (its pool's descriptor follows on the socket)
+# and/or closes it (the worker unmaps the pool after done).
+WINDOW_OPEN = 1
+WINDOW_CLOSE = 2
+
 # How a side waits for the other's word (_wait).
 SPIN_NS = 2_000_000
 NAP_AFTER_NS = 10_000_000_000
 LOOK_NS = 10_000_000
 NAP_NS = 20_000_000
 
-_GO, _CMD, _DONE, _STATUS, _INPROC = 64, 68, 128, 132, 136
+_GO, _CMD, _SLOT, _OUTSET, _WINDOW, _DONE, _STATUS, _INPROC = 64, 68, 72, 76, 80, 128, 132, 136
 
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _FUTEX_WAIT, _FUTEX_WAKE = 0, 1
@@ -176,6 +182,9 @@ class Header:
         self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self._go = ctypes.c_uint32.from_buffer(self._map, _GO)
         self._cmd = ctypes.c_uint32.from_buffer(self._map, _CMD)
+        self._slot = ctypes.c_uint32.from_buffer(self._map, _SLOT)
+        self._outset = ctypes.c_uint32.from_buffer(self._map, _OUTSET)
+        self._window = ctypes.c_uint32.from_buffer(self._map, _WINDOW)
         self._done = ctypes.c_uint32.from_buffer(self._map, _DONE)
         self._status = ctypes.c_uint32.from_buffer(self._map, _STATUS)
         self._inproc = ctypes.c_uint64.from_buffer(self._map, _INPROC)
@@ -211,7 +220,7 @@ class Header:
     def close(self):
         # ctypes views pin the mapping; they go first. One still held elsewhere (a traceback's
         # frame) keeps the page mapped until it is collected: 4 KiB, never an error.
-        del self._go, self._cmd, self._done, self._status, self._inproc
+        del self._go, self._cmd, self._slot, self._outset, self._window, self._done, self._status, self._inproc
         try:
             self._map.close()
         except BufferError:
@@ -219,8 +228,11 @@ class Header:
         os.close(self.fd)
 
     # The driver's side.
-    def post(self, n, cmd):
+    def post(self, n, cmd, slot=0, out_set=0, window=0):
         self._cmd.value = cmd
+        self._slot.value = slot
+        self._outset.value = out_set
+        self._window.value = window
         self._go.value = n
         _futex(ctypes.addressof(self._go), _FUTEX_WAKE, 1, 0)
 
@@ -239,6 +251,10 @@ class Header:
 
     def cmd(self):
         return self._cmd.value
+
+    def call_fields(self):
+        """(slot, outSet, window) of the call `go` names."""
+        return self._slot.value, self._outset.value, self._window.value
 
     def finish(self, n, status, inproc_ns):
         self._status.value = status

@@ -215,15 +215,21 @@ class SharedMemory:
             self.handle = 0
 
 
-def read_pieces(pieces, host_ptr, piece_bytes, stream):
+def read_pieces(pieces, host_ptr, piece_bytes, stream, wait=True):
     """Copies device byte ranges [(device_ptr, nbytes)] into page-locked host memory at
-    host_ptr, piece k at k * piece_bytes, on `stream` (a CUstream handle), and waits. A
-    device-to-host copy runs on a copy engine: it needs no switch of the GPU's compute engine to
-    this process's context (docs/scoring.md)."""
+    host_ptr, piece k at k * piece_bytes, on `stream` (a CUstream handle), and waits unless
+    `wait` is false (then the caller synchronises the stream). A device-to-host copy runs on a
+    copy engine: it needs no switch of the GPU's compute engine to this process's context
+    (docs/scoring.md)."""
     cu = _cu()
     for k, (ptr, n) in enumerate(pieces):
         _check(cu.cuMemcpyDtoHAsync_v2(host_ptr + k * piece_bytes, ptr, n, stream), "cuMemcpyDtoHAsync")
-    _check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    if wait:
+        synchronize(stream)
+
+
+def synchronize(stream):
+    _check(_cu().cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
 def gpu_state():

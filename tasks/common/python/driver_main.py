@@ -170,48 +170,56 @@ class InputSource:
         return {k: v.to("cuda").contiguous() for k, v in made.items()}
 
 
-class SharedTensors:
-    """One configuration's outputs in GPU memory shared with the worker for the whole group."""
+def set_layout(layout):
+    """Byte offsets of a tensor set laid out at TENSOR_ALIGN, and the set's size."""
+    offsets, off = [], 0
+    for _n, dtype, dims in layout:
+        offsets.append(off)
+        off = chan.align_up(off + nbytes(dtype, dims), chan.TENSOR_ALIGN)
+    return offsets, max(off, chan.TENSOR_ALIGN)
 
-    def __init__(self, device, out_layout):
-        offsets, off = [], 0
-        for _n, dtype, dims in out_layout:
-            offsets.append(off)
-            off = chan.align_up(off + nbytes(dtype, dims), chan.TENSOR_ALIGN)
-        self.memory = akacuda.SharedMemory.create(off, device)
-        self.out_offsets = offsets
-        self.outputs = {n: self.memory.tensor(o, dtype, dims) for o, (n, dtype, dims) in zip(offsets, out_layout)}
+
+class SharedTensors:
+    """One configuration's output sets (one per call of a window) in GPU memory shared with the
+    worker for the whole group."""
+
+    def __init__(self, device, out_layout, sets):
+        offsets, stride = set_layout(out_layout)
+        self.memory = akacuda.SharedMemory.create(stride * sets, device)
+        self.out_offsets, self.stride, self.sets = offsets, stride, sets
+        self.outputs = [{n: self.memory.tensor(j * stride + o, dtype, dims) for o, (n, dtype, dims) in zip(offsets, out_layout)}
+                        for j in range(sets)]
         # All-ones bytes: NaN for every float dtype, -1 for integers.
-        self.poison_views = [t.view(-1).view(torch.uint8) for t in self.outputs.values() if t.numel()]
-        # (device pointer, bytes) of every output, for the end-of-window sample.
-        self.ranges = [(self.memory.ptr + o, nbytes(dtype, dims)) for o, (_n, dtype, dims) in zip(offsets, out_layout)]
+        self.poison_views = [t.view(-1).view(torch.uint8) for out in self.outputs for t in out.values() if t.numel()]
+        # Per set, (device pointer, bytes) of every output, for the samples.
+        self.ranges = [[(self.memory.ptr + j * stride + o, nbytes(dtype, dims)) for o, (_n, dtype, dims) in zip(offsets, out_layout)]
+                       for j in range(sets)]
 
     def describe(self, bus_id):
         return {"type": "device-memory", "api": "cuda-vmm", "device": bus_id, "size": self.memory.size,
-                "inputs": [], "outputs": self.out_offsets}
+                "inputs": [], "outputs": self.out_offsets, "output_sets": self.sets, "output_stride": self.stride}
 
     def close(self):
         self.outputs = self.poison_views = None
         self.memory.close()
 
 
-class LentInputs:
-    """One call's inputs in an allocation of their own, lent to the worker only after the
+class InputPool:
+    """A window's input sets in an allocation of their own, lent to the worker only after the
     driver's clock has started."""
 
-    def __init__(self, device, layout, inputs):
-        offsets, off = [], 0
-        for _n, dtype, dims in layout:
-            offsets.append(off)
-            off = chan.align_up(off + nbytes(dtype, dims), chan.TENSOR_ALIGN)
-        self.offsets = offsets
-        self.memory = akacuda.SharedMemory.create(off, device)
-        try:
-            for o, (n, dtype, dims) in zip(offsets, layout):
-                self.memory.tensor(o, dtype, dims).copy_(inputs[n])
-        except BaseException:
-            self.close()
-            raise
+    def __init__(self, device, layout, sets):
+        self.offsets, self.stride = set_layout(layout)
+        self.layout, self.sets = layout, sets
+        self.memory = akacuda.SharedMemory.create(self.stride * sets, device)
+
+    def fill(self, i, inputs):
+        for o, (n, dtype, dims) in zip(self.offsets, self.layout):
+            self.memory.tensor(i * self.stride + o, dtype, dims).copy_(inputs[n])
+
+    def describe(self):
+        return {"type": "pool", "size": self.memory.size, "sets": self.sets, "stride": self.stride,
+                "offsets": self.offsets}
 
     def close(self):
         torch.cuda.synchronize()  # the copies into it are done before it is unmapped
@@ -219,19 +227,20 @@ class LentInputs:
 
 
 class Sample:
-    """What the driver reads of a call's output at the end of its window: PIECES pieces of
-    PIECE_BYTES at offsets drawn from getrandom after the worker said done (the whole output when
-    it is that small), through a copy engine. compare() holds them against the whole output read
-    later: a kernel still writing at done makes them differ."""
+    """What the driver reads of a call's output as soon as the worker says done: PIECES pieces of
+    PIECE_BYTES at offsets drawn from getrandom after done (the whole output when it is that
+    small), queued on a copy engine while the window goes on. compare() holds them against the
+    whole output read after the window, recheck() against the same pieces read again: a kernel
+    still writing at done (or finishing a call's output during a later call) makes them differ."""
     PIECES = 8
     PIECE_BYTES = 4096
 
     def __init__(self):
         self.host = torch.empty(self.PIECES * self.PIECE_BYTES, dtype=torch.uint8, pin_memory=True)
         self.pieces = []  # (output index, byte offset, bytes)
+        self.ranges = []
 
-    def read(self, shared, stream):
-        ranges = shared.ranges
+    def read_async(self, ranges, stream):
         total = sum(n for _p, n in ranges)
         pieces = []
         if total <= self.PIECES * self.PIECE_BYTES:
@@ -245,18 +254,73 @@ class Sample:
                     i += 1
                 off = at // self.PIECE_BYTES * self.PIECE_BYTES
                 pieces.append((i, off, min(self.PIECE_BYTES, ranges[i][1] - off)))
-        self.pieces = pieces
-        akacuda.read_pieces([(ranges[i][0] + off, n) for i, off, n in pieces], self.host.data_ptr(),
-                            self.PIECE_BYTES, stream)
+        self.pieces, self.ranges = pieces, ranges
+        self._copy(self.host, stream, wait=False)
+
+    def _copy(self, host, stream, wait):
+        akacuda.read_pieces([(self.ranges[i][0] + off, n) for i, off, n in self.pieces], host.data_ptr(),
+                            self.PIECE_BYTES, stream, wait=wait)
 
     def compare(self, outputs):
-        """outputs: the shared output tensors in layout order, read after the window."""
+        """outputs: the call's output tensors in layout order, read after the window."""
         host = self.host.numpy()
         for k, (i, off, n) in enumerate(self.pieces):
             whole = outputs[i].reshape(-1).view(torch.uint8)[off:off + n].cpu().numpy()
             if whole.tobytes() != host[k * self.PIECE_BYTES:k * self.PIECE_BYTES + n].tobytes():
-                raise WorkerFault("an output changed after the worker said the call was done "
-                                  "(work left running past its end)")
+                raise _late()
+
+    def recheck(self, scratch, stream):
+        self._copy(scratch, stream, wait=True)
+        a, b = self.host.numpy(), scratch.numpy()
+        for k, (_i, _off, n) in enumerate(self.pieces):
+            lo = k * self.PIECE_BYTES
+            if a[lo:lo + n].tobytes() != b[lo:lo + n].tobytes():
+                raise _late()
+
+
+def _late():
+    return WorkerFault("an output changed after the worker said the call was done (work left running past its end)")
+
+
+# Calls per window, and input sets in a window's pool per timed call: the one it uses and a decoy
+# generated the same way (docs/scoring.md "GPU harnesses": the pool is the worker's from the
+# window's start, so a worker that wanted a later call's answer early would have to compute
+# every set of the pool).
+WINDOW_CALLS = 10
+SETS_PER_TIMED_CALL = 2
+MAX_POOL_BYTES = 4 << 30
+
+
+def window_calls_for(input_bytes):
+    per_call = max(1, input_bytes) * SETS_PER_TIMED_CALL
+    return max(1, min(WINDOW_CALLS, MAX_POOL_BYTES // per_call))
+
+
+class Window:
+    """Calls that share one pool and one clock: all kernel calls (timed, warm-up or check) or all
+    empty calls (the trusted baseline's calibration). calls: [(seed or None, keep-as name)]."""
+
+    def __init__(self, cmd, timed, sets_per_call, calls):
+        self.cmd, self.timed, self.sets_per_call, self.calls = cmd, timed, sets_per_call, calls
+
+
+def windows_of(g, k):
+    if g["check"]:
+        cases = g["check"]
+        return [Window(chan.CALL, False, 1, [(seed, name) for name, seed in cases[i:i + k]])
+                for i in range(0, len(cases), k)]
+    per = lambda n: -(-n // k) if n > 0 else 0
+    ws = [Window(chan.CALL, False, 1, [(None, "")] * k) for _ in range(per(g["warmup"]))]
+    samples, empty = per(g["samples"]), per(g["empty"])
+    total, empty_done = samples + empty, 0
+    for i in range(total):
+        # The empty windows are spread evenly over the timed ones, so drift reaches both alike.
+        if empty_done < empty and (i + 1) * empty // total > empty_done:
+            empty_done += 1
+            ws.append(Window(chan.EMPTY, True, 1, [(None, "")] * k))
+        else:
+            ws.append(Window(chan.CALL, True, SETS_PER_TIMED_CALL, [(None, "")] * k))
+    return ws
 
 
 class KeptCall:
@@ -268,12 +332,12 @@ class GroupTimes:
     def __init__(self, name):
         self.name = name
         self.samples, self.empty, self.inproc = [], [], []
-        self.tail, self.empty_tail, self.empty_head = [], [], []
         self.kept = 0
+        self.window_calls = 1
 
     def report(self):
         return {"name": self.name, "samples_ns": self.samples, "empty_ns": self.empty,
-                "inproc_ns": self.inproc, "kept": self.kept, "tail_ns": self.tail, "empty_tail_ns": self.empty_tail}
+                "inproc_ns": self.inproc, "kept": self.kept, "window_calls": self.window_calls}
 
 
 class Driver:
@@ -286,6 +350,7 @@ class Driver:
         self.seq = 0
         self.kept = []
         self.kept_gpu_bytes = 0
+        self.timed_calls = 0
 
     def send(self, msg, fd=None):
         try:
@@ -309,14 +374,18 @@ class Driver:
     def run_group(self, g, times):
         config = g["config"]
         source = InputSource(config, on_device=not g["check"])
-        inputs = source(g["check"][0][1] if g["check"] else secure_random())
-        layout = layout_of(inputs)
+        # The layout comes from one set generated for it alone; the worker learns the shapes,
+        # never the values (timed calls use sets generated later, from seeds of their own).
+        first = source(g["check"][0][1] if g["check"] else secure_random())
+        layout = layout_of(first)
+        k = window_calls_for(sum(t.numel() * t.element_size() for t in first.values()))
+        times.window_calls = k
         self.send({"type": "group", "name": g["name"], "config": config, "inputs": table_of(layout)})
         out_layout = parse_output_table(self.receive("its outputs"))
         header = chan.Header.create()
         shared = None
         try:
-            shared = SharedTensors(self.device, out_layout)
+            shared = SharedTensors(self.device, out_layout, k)
             self.send({"type": "region", "size": header.size, "inputs": [], "outputs": []}, header.fd)
             vmm_fd = shared.memory.export_fd()
             try:
@@ -325,100 +394,97 @@ class Driver:
                 os.close(vmm_fd)
             if self.receive("the mapping") != {"type": "mapped"}:
                 raise WorkerFault("the worker did not map the shared memory")
-            self.calls(g, times, header, shared, source, inputs, layout)
+            samples = [Sample() for _ in range(k)]
+            scratch = torch.empty(Sample.PIECES * Sample.PIECE_BYTES, dtype=torch.uint8, pin_memory=True)
+            for w in windows_of(g, k):
+                ns, inproc, seeds = self.window(header, shared, w, source, layout, samples)
+                if w.cmd == chan.EMPTY:
+                    times.empty.append(ns)
+                    continue
+                if w.timed:
+                    times.samples.append(ns)
+                    times.inproc.append(sum(inproc) // len(inproc))
+                self.after_window(g, w, times, shared, samples, scratch, seeds, source.on_device)
+            self.exchange(header, chan.END_GROUP)
         finally:
             if shared is not None:
                 torch.cuda.synchronize()
                 shared.close()
             header.close()
 
-    def calls(self, g, times, header, shared, source, inputs, layout):
-        sample = Sample()
+    def window(self, header, shared, w, source, layout, samples):
+        """One window of calls (docs/scoring.md, "GPU harnesses"); returns its time per call,
+        the worker's own times and each call's seed. Untimed: the pool's input sets, each from a
+        fresh seed (check: the plan's), go into an allocation the worker has no handle to yet
+        (empty windows: a pool of the same size with nothing in it), the output sets are
+        poisoned, L2 flushed, and the worker runs an empty kernel (PRIME) so that the GPU holds
+        its context when the clock starts (a switch between the two processes' contexts costs
+        ~140 us on an H200). Timed: the pool's descriptor goes to the worker, which maps it with
+        the first call; per call the header names its set and output set; on done the driver
+        queues the read of random pieces of that output on a copy engine; after the last call
+        the pieces are in: T1."""
+        m, n = w.sets_per_call, len(w.calls)
+        pool = InputPool(self.device, layout, n * m)
+        fd = -1
         stream = torch.cuda.current_stream().cuda_stream
+        try:
+            used, seeds = [0] * n, [None] * n
+            if w.cmd == chan.CALL:
+                for j, (seed, _name) in enumerate(w.calls):
+                    used[j] = j * m + (secure_random() % m if m > 1 else 0)
+                    for i in range(j * m, j * m + m):
+                        s = seed if (i == used[j] and seed is not None) else secure_random()
+                        made = source(s)
+                        if layout_of(made) != layout:
+                            raise RuntimeError("generate made inputs of another layout for the same configuration")
+                        pool.fill(i, made)
+                        if i == used[j]:
+                            seeds[j] = s
+            for t in shared.poison_views:
+                t.fill_(0xFF)
+            if self.flush is not None:
+                self.flush_round = self.flush_round % 251 + 1
+                self.flush.fill_(self.flush_round)
+            torch.cuda.synchronize()
+            fd = pool.memory.export_fd()
+            self.exchange(header, chan.PRIME)
+            inproc = []
+            t0 = time.perf_counter_ns()
+            self.send(pool.describe(), fd)
+            for j in range(n):
+                flags = (chan.WINDOW_OPEN if j == 0 else 0) | (chan.WINDOW_CLOSE if j == n - 1 else 0)
+                self.exchange(header, w.cmd, used[j], j, flags)
+                inproc.append(header.inproc_ns())
+                samples[j].read_async(shared.ranges[j], stream)
+            akacuda.synchronize(stream)
+            t1 = time.perf_counter_ns()
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            pool.close()
+        return (t1 - t0) // n, inproc, seeds
 
-        def call(cmd, ins):
-            """One call (docs/scoring.md, "GPU harnesses"); returns its time, and how much of it
-            came before go and after done. Untimed: the inputs go into an allocation of their own
-            that the worker has no handle to yet, the outputs are poisoned, L2 flushed, and the
-            worker runs an empty kernel (PRIME) so that the GPU holds its context when the clock
-            starts (a switch between the two processes' contexts costs ~140 us on an H200).
-            Timed: the allocation's descriptor goes to the worker, which maps it and calls the
-            kernel; after done, random pieces of the output are read through a copy engine."""
-            lent = LentInputs(self.device, layout, ins)
-            fd = -1
-            try:
-                for t in shared.poison_views:
-                    t.fill_(0xFF)
-                if self.flush is not None:
-                    self.flush_round = self.flush_round % 251 + 1
-                    self.flush.fill_(self.flush_round)
-                torch.cuda.synchronize()
-                fd = lent.memory.export_fd()
-                self.exchange(header, chan.PRIME)
-                t0 = time.perf_counter_ns()
-                self.send({"type": "inputs", "size": lent.memory.size, "offsets": lent.offsets}, fd)
-                t_go = time.perf_counter_ns()
-                self.exchange(header, cmd)
-                t_done = time.perf_counter_ns()
-                sample.read(shared, stream)
-                t1 = time.perf_counter_ns()
-            finally:
-                if fd >= 0:
-                    os.close(fd)
-                lent.close()
-            return t1 - t0, t_go - t0, t1 - t_done
+    def after_window(self, g, w, times, shared, samples, scratch, seeds, on_device):
+        """Untimed: every call's pieces are held against its output as it stands now; a coin,
+        drawn only now, decides per timed call whether its output is kept (check: every one)."""
+        stream = torch.cuda.current_stream().cuda_stream
+        for j, (_seed, name) in enumerate(w.calls):
+            if w.timed and coin(g["keep"]):
+                name = f"{g['name']}.c{self.timed_calls + j}"
+            if not name:
+                samples[j].recheck(scratch, stream)
+                continue
+            samples[j].compare(list(shared.outputs[j].values()))
+            self.keep(name, g["config"], seeds[j], on_device, shared.outputs[j])
+            times.kept += 1
+        if w.timed:
+            self.timed_calls += len(w.calls)
 
-        def readback():
-            """The whole output after the window, checked against the window's sample."""
-            sample.compare(list(shared.outputs.values()))
-            return shared.outputs
-
-        def fresh(seed):
-            made = source(seed)
-            if layout_of(made) != layout:
-                raise RuntimeError("generate made inputs of another layout for the same configuration")
-            return made
-
-        config = g["config"]
-        if g["check"]:
-            for i, (case, seed) in enumerate(g["check"]):
-                if i:
-                    inputs = fresh(seed)
-                call(chan.CALL, inputs)
-                self.keep(case, config, seed, source.on_device, readback())
-                times.kept += 1
-        else:
-            for i in range(g["warmup"]):
-                if i:
-                    inputs = fresh(secure_random())
-                call(chan.CALL, inputs)
-            total = g["samples"] + g["empty"]
-            empty_done = 0
-            for i in range(total):
-                # The empty calls are spread evenly over the timed ones, so drift reaches both alike.
-                if empty_done < g["empty"] and (i + 1) * g["empty"] // total > empty_done:
-                    empty_done += 1
-                    total_ns, head_ns, tail_ns = call(chan.EMPTY, inputs)
-                    times.empty.append(total_ns)
-                    times.empty_head.append(head_ns)
-                    times.empty_tail.append(tail_ns)
-                    continue
-                seed = secure_random()
-                inputs = fresh(seed)
-                total_ns, _head, tail_ns = call(chan.CALL, inputs)
-                times.samples.append(total_ns)
-                times.tail.append(tail_ns)
-                times.inproc.append(header.inproc_ns())
-                if coin(g["keep"]):
-                    self.keep(f"{g['name']}.c{len(times.samples) - 1}", config, seed, source.on_device, readback())
-                    times.kept += 1
-        self.exchange(header, chan.END_GROUP)
-
-    def exchange(self, header, cmd):
+    def exchange(self, header, cmd, slot=0, out_set=0, window=0):
         """One go/done exchange. A worker that dies or hangs up ends the run instead of leaving
         the driver waiting."""
         self.seq = self.seq % 0xFFFFFFFF + 1
-        header.post(self.seq, cmd)
+        header.post(self.seq, cmd, slot, out_set, window)
         try:
             header.wait_done(self.seq, lambda: not chan.peer_gone(self.sock))
         except chan.ChannelError:
@@ -535,12 +601,10 @@ def summary(g, t):
     if g["check"]:
         return f"{len(g['check'])} calls, {t.kept} kept for verification"
     med = lambda v: sorted(v)[len(v) // 2] / 1e3
-    s = f"{len(t.samples)} calls, median {med(t.samples):.1f} us"
+    s = f"{len(t.samples)} windows of {t.window_calls} calls, median {med(t.samples):.1f} us a call"
     if t.empty:
-        s += (f" (overhead {med(t.empty):.1f} us from {len(t.empty)} empty calls, of it {med(t.empty_head):.1f} before"
-              f" go and {med(t.empty_tail):.1f} after done: net {med(t.samples) - med(t.empty):.1f} us)")
-    return s + (f", {med(t.tail):.1f} us after done, worker's own clock {med(t.inproc):.1f} us,"
-                f" {t.kept} kept for verification")
+        s += f" (overhead {med(t.empty):.1f} us from {len(t.empty)} empty windows: net {med(t.samples) - med(t.empty):.1f} us)"
+    return s + f", worker's own clock {med(t.inproc):.1f} us, {t.kept} kept for verification"
 
 
 def drive(mode, opts, worker_cmd):

@@ -226,33 +226,36 @@ def serve_group(sock, group, device):
             memory = akacuda.SharedMemory.import_fd(fd, int(dm["size"]), device)
         finally:
             os.close(fd)
-        outputs = {n: memory.tensor(off, dt, dims) for (n, dt, dims), off in zip(out_layout, dm["outputs"])}
+        output_sets = output_sets_in(memory, out_layout, dm)
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         alive = lambda: not chan.peer_gone(sock)  # a driver that is gone ends this worker too
         last = header.go()  # before "mapped": the first go may follow it at once
         chan.send_message(sock, {"type": "mapped"})
+        pool = None
         while True:
             n = header.wait_go(last, alive)
             last = n
             cmd = header.cmd()
+            slot, out_set, window = header.call_fields()
             status, inproc = chan.OK, 0
-            lent = None
             if cmd in (chan.CALL, chan.EMPTY):
                 try:
-                    # This call's inputs: an allocation of their own, whose descriptor the driver
-                    # sends only after its clock has started; unmapped once the call is done.
-                    msg, fd = receive(sock, "the inputs")
-                    try:
-                        if fd is None or msg.get("type") != "inputs":
-                            raise RuntimeError("the driver sent no inputs")
-                        lent = akacuda.SharedMemory.import_fd(fd, int(msg["size"]), device)
-                    finally:
-                        if fd is not None:
-                            os.close(fd)
-                    inputs = {n: lent.tensor(off, dt, dims) for (n, dt, dims), off in zip(in_layout, msg["offsets"])}
+                    if window & chan.WINDOW_OPEN:
+                        # This window's inputs: an allocation of their own, whose descriptor the
+                        # driver sends only after its clock has started; unmapped after the
+                        # window's last call.
+                        if pool is not None:
+                            pool.close()
+                            pool = None
+                        pool = InputPool(receive(sock, "the inputs"), in_layout, device)
+                    if pool is None:
+                        raise RuntimeError("the driver named an input set before sending a pool")
+                    if out_set >= len(output_sets):
+                        raise RuntimeError(f"the driver named output set {out_set}")
+                    inputs = pool.inputs(slot)
                     start.record()
                     if cmd == chan.CALL:
-                        invoke.invoke(kernel, config, inputs, outputs)
+                        invoke.invoke(kernel, config, inputs, output_sets[out_set])
                     stop.record()
                     torch.cuda.synchronize()
                     inproc = int(start.elapsed_time(stop) * 1e6)
@@ -268,16 +271,59 @@ def serve_group(sock, group, device):
             else:
                 torch.cuda.synchronize()  # nothing of ours may still touch the memory we unmap
             header.finish(n, status, inproc)
-            if lent is not None:
-                inputs = None
-                lent.close()
+            inputs = None
+            if window & chan.WINDOW_CLOSE and pool is not None:
+                pool.close()
+                pool = None
             if cmd == chan.END_GROUP:
                 return
     finally:
-        inputs = outputs = None
+        inputs = output_sets = None
+        if pool is not None:
+            pool.close()
         if memory is not None:
             memory.close()
         header.close()
+
+
+class InputPool:
+    """A window's input sets (the driver's "pool" message and its descriptor): `sets` sets of the
+    group's layout, `stride` bytes apart; the tensors of a set are made only when a call uses it."""
+
+    def __init__(self, received, in_layout, device):
+        msg, fd = received
+        try:
+            if fd is None or not isinstance(msg, dict) or msg.get("type") != "pool":
+                raise RuntimeError("the driver sent no input pool")
+            self.memory = akacuda.SharedMemory.import_fd(fd, int(msg["size"]), device)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        self.sets, self.stride, self.offsets = int(msg["sets"]), int(msg["stride"]), list(msg["offsets"])
+        self.layout = in_layout
+        if self.sets <= 0 or self.stride <= 0 or self.sets * self.stride > self.memory.size \
+                or len(self.offsets) != len(in_layout):
+            self.close()
+            raise RuntimeError("the driver's input pool does not fit its memory")
+
+    def inputs(self, i):
+        if not 0 <= i < self.sets:
+            raise RuntimeError(f"the driver named input set {i} of {self.sets}")
+        return {n: self.memory.tensor(i * self.stride + off, dt, dims)
+                for (n, dt, dims), off in zip(self.layout, self.offsets)}
+
+    def close(self):
+        torch.cuda.synchronize()  # nothing of ours may still touch the memory we unmap
+        self.memory.close()
+
+
+def output_sets_in(memory, out_layout, dm):
+    """The group's output sets, one per call of a window, in the memory the driver lends."""
+    sets, stride = int(dm["output_sets"]), int(dm["output_stride"])
+    if not 0 < sets <= 1024 or stride < 0 or (sets - 1) * stride > memory.size:
+        raise RuntimeError(f"the driver's {sets} output sets do not fit its memory")
+    return [{n: memory.tensor(j * stride + off, dt, dims) for (n, dt, dims), off in zip(out_layout, dm["outputs"])}
+            for j in range(sets)]
 
 
 def serve(channel):
