@@ -55,12 +55,8 @@ Status checkRunOptions(const json& options) {
   return {};
 }
 
-Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
-  TaskCatalog& catalog = ctx.tasks;
-  if (auto s = proto::allowOnly(params, {"tasks", "agent", "agent_command", "attempts", "label", "options"}); !s) {
-    return s.error();
-  }
-  NewRun run;
+// "tasks": a non-empty list of selectors (cpu, cpu/softmax).
+Result<std::vector<std::string>> readSelectors(const json& params) {
   auto tasks = params.find("tasks");
   if (tasks == params.end()) return invalid("missing parameter \"tasks\" (e.g. [\"cpu\"] or [\"cpu/softmax\"])");
   if (!tasks->is_array() || tasks->empty()) {
@@ -79,50 +75,42 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
     }
     selectors.push_back(t.get<std::string>());
   }
-  auto agent = proto::optionalString(params, "agent");
-  if (!agent) return agent.error();
-  if (*agent && !isAgentName(**agent)) {
-    return invalid("parameter \"agent\" must match " + std::string(kAgentNameRule) + ", got \"" + **agent + "\"");
-  }
-  auto command = proto::optionalString(params, "agent_command");
-  if (!command) return command.error();
-  if (*command && ((*command)->empty() || (*command)->size() > kMaxAgentCommand)) {
-    return invalid("parameter \"agent_command\" must be 1.." + std::to_string(kMaxAgentCommand) + " bytes");
-  }
-  auto attempts = proto::optionalInt(params, "attempts", 1, 1, kMaxAttemptsPerTask);
-  if (!attempts) return attempts.error();
-  auto label = proto::optionalString(params, "label");
-  if (!label) return label.error();
-  if (*label && (*label)->size() > kMaxLabel) {
-    return invalid("parameter \"label\" is longer than " + std::to_string(kMaxLabel) + " bytes");
-  }
+  return selectors;
+}
+
+Result<json> readOptions(const json& params) {
   json options = json::object();
   if (auto o = params.find("options"); o != params.end() && !o->is_null()) {
     if (!o->is_object()) return invalid("parameter \"options\" must be an object, got " + std::string(o->type_name()));
     options = *o;
   }
   if (auto s = checkRunOptions(options); !s) return s.error();
-  if (*agent && *command) return invalid("give either \"agent\" or \"agent_command\", not both");
-  // Without an agent the run scores the untouched baseline.
-  if (!*agent && !*command) *agent = "noop";
-  if (*agent && !ctx.agentsDir.empty()) {
-    auto a = findAgent(ctx.agentsDir, **agent);
-    if (!a) return invalid(a.error().message);
-    // The run's network options may only narrow the agent's: checked now, applied by the executor.
-    if (auto s = applyRunNetwork(*a, options); !s) return invalid(s.error().message);
-    // An agent whose own program is not installed is refused now, not attempt by attempt.
-    if (!a->image.empty() && !ctx.imagesDir.empty()) {
-      ImageProfile probe;
-      if (auto s = layerImageProfile(probe, ctx.imagesDir, a->image); !s)
-        return invalid("agent '" + a->name + "' needs image '" + a->image + "': " + s.error().message);
-    }
+  return options;
+}
+
+// The named agent exists, the run's network options only narrow its own (checked now, applied
+// by the executor), and its image is installed (refused now, not attempt by attempt).
+Status checkNamedAgent(const DaemonContext& ctx, const std::string& name, const json& options) {
+  auto a = findAgent(ctx.agentsDir, name);
+  if (!a) return invalid(a.error().message);
+  if (auto s = applyRunNetwork(*a, options); !s) return invalid(s.error().message);
+  if (!a->image.empty() && !ctx.imagesDir.empty()) {
+    ImageProfile probe;
+    if (auto s = layerImageProfile(probe, ctx.imagesDir, a->image); !s)
+      return invalid("agent '" + a->name + "' needs image '" + a->image + "': " + s.error().message);
   }
-  auto ids = catalog.resolve(selectors);
+  return {};
+}
+
+// Task files are validated here, at the border, and the exact version is imported so a result
+// always names (and keeps) the task it was scored against. A GPU task needs a GPU here that
+// may serve it. Fills the run's task hashes and GPU needs; returns the task ids.
+Result<std::vector<std::string>> importSelectedTasks(DaemonContext& ctx, const std::vector<std::string>& selectors,
+                                                     const json& options, NewRun& run) {
+  auto ids = ctx.tasks.resolve(selectors);
   if (!ids) return ids.error();
-  // Task files are validated here, at the border, and the exact version is imported so a
-  // result always names (and keeps) the task it was scored against.
   for (const std::string& id : *ids) {
-    auto task = catalog.load(id);
+    auto task = ctx.tasks.load(id);
     if (!task) return task.error();
     auto imported = importTask(*task, ctx.stateDir);
     if (!imported) return Error{imported.error().message, proto::kInternalError};
@@ -144,6 +132,42 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
       }
     }
   }
+  return ids;
+}
+
+Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
+  if (auto s = proto::allowOnly(params, {"tasks", "agent", "agent_command", "attempts", "label", "options"}); !s) {
+    return s.error();
+  }
+  NewRun run;
+  auto selectors = readSelectors(params);
+  if (!selectors) return selectors.error();
+  auto agent = proto::optionalString(params, "agent");
+  if (!agent) return agent.error();
+  if (*agent && !isAgentName(**agent)) {
+    return invalid("parameter \"agent\" must match " + std::string(kAgentNameRule) + ", got \"" + **agent + "\"");
+  }
+  auto command = proto::optionalString(params, "agent_command");
+  if (!command) return command.error();
+  if (*command && ((*command)->empty() || (*command)->size() > kMaxAgentCommand)) {
+    return invalid("parameter \"agent_command\" must be 1.." + std::to_string(kMaxAgentCommand) + " bytes");
+  }
+  auto attempts = proto::optionalInt(params, "attempts", 1, 1, kMaxAttemptsPerTask);
+  if (!attempts) return attempts.error();
+  auto label = proto::optionalString(params, "label");
+  if (!label) return label.error();
+  if (*label && (*label)->size() > kMaxLabel) {
+    return invalid("parameter \"label\" is longer than " + std::to_string(kMaxLabel) + " bytes");
+  }
+  auto options = readOptions(params);
+  if (!options) return options.error();
+  if (*agent && *command) return invalid("give either \"agent\" or \"agent_command\", not both");
+  // Without an agent the run scores the untouched baseline.
+  if (!*agent && !*command) *agent = "noop";
+  if (*agent && !ctx.agentsDir.empty())
+    if (auto s = checkNamedAgent(ctx, **agent, *options); !s) return s.error();
+  auto ids = importSelectedTasks(ctx, *selectors, *options, run);
+  if (!ids) return ids.error();
   if (static_cast<std::int64_t>(ids->size()) * *attempts > kMaxAttemptsPerRun) {
     return invalid(std::to_string(ids->size()) + " tasks x " + std::to_string(*attempts) +
                    " attempts is more than " + std::to_string(kMaxAttemptsPerRun) + " attempts in one run");
@@ -153,13 +177,13 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
   run.agent = *agent;
   run.agentCommand = *command;
   run.label = label->value_or("");
-  run.params = json{{"tasks", selectors},
+  run.params = json{{"tasks", *selectors},
                     {"task_ids", run.taskIds},
                     {"agent", run.agent ? json(*run.agent) : json(nullptr)},
                     {"agent_command", run.agentCommand ? json(*run.agentCommand) : json(nullptr)},
                     {"attempts", run.attemptsPerTask},
                     {"label", run.label},
-                    {"options", options}};
+                    {"options", *options}};
   return run;
 }
 
@@ -263,57 +287,62 @@ void watchRun(DaemonContext& ctx, const Peer& peer, const json& params, std::sha
   if (isTerminalRunState(now->state)) finishWithRun(*responder);
 }
 
+// run.submit: read and check the request, apply the tenant's limits, commit the run, then tell
+// the scheduler and the watchers.
+Result<json> submitRun(DaemonContext& ctx, const Peer& peer, const json& params) {
+  auto in = readSubmit(params, ctx);
+  if (!in) return in.error();
+  in->submitterUid = peer.uid;
+  in->submitterGid = peer.gid;
+  if (auto s = applyTenantLimits(*in, peer, ctx.tenants); !s) return s.error();
+  if (auto s = checkAgentNetwork(ctx, peer, *in); !s) return s.error();
+  // Secrets stay out of the store: the executor keeps them in memory for this run only.
+  std::map<std::string, std::string> credentials;
+  if (in->params["options"].contains("credentials")) {
+    for (const auto& [k, v] : in->params["options"]["credentials"].items()) credentials[k] = v.get<std::string>();
+    in->params["options"]["credentials"] = json::array();
+    for (const auto& [k, v] : credentials) in->params["options"]["credentials"].push_back(k);
+  }
+  auto change = ctx.store.submitRun(*in);
+  if (!change) return change.error();
+  if (ctx.scheduler != nullptr) {
+    ctx.scheduler->setCredentials(change->run.id, std::move(credentials));
+    ctx.scheduler->wake();
+  }
+  // Committed: now it is safe to tell watchers and the client.
+  for (const EventRecord& ev : change->events) ctx.events.publish(ev);
+  log::info("run ", change->run.id, " submitted by uid ", peer.uid, ": ", in->taskIds.size(), " task(s) x ",
+            in->attemptsPerTask, " attempt(s)");
+  return json{{"run", change->run.toJson()}};
+}
+
+Result<json> listRuns(DaemonContext& ctx, const Peer& peer, const json& params) {
+  if (auto s = proto::allowOnly(params, {"state", "limit"}); !s) return s.error();
+  auto state = proto::optionalString(params, "state");
+  if (!state) return state.error();
+  if (*state) {
+    bool known = false;
+    for (const char* s : kRunStates) known = known || **state == s;
+    if (!known) return invalid("parameter \"state\" must be one of queued, running, done, cancelled, failed");
+  }
+  auto limit = proto::optionalInt(params, "limit", 50, 1, 1000);
+  if (!limit) return limit.error();
+  // A tenant lists its own runs; an admin everyone's.
+  std::optional<std::int64_t> owner;
+  if (!ctx.tenants.isAdmin(peer)) owner = peer.uid;
+  auto runs = ctx.store.listRuns(*state, *limit, owner);
+  if (!runs) return runs.error();
+  json out = json::array();
+  for (const RunRecord& r : *runs) out.push_back(r.toJson());
+  return json{{"runs", out}};
+}
+
 }  // namespace
 
 void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
-  table.addOffloaded("run.submit", [&ctx](const Peer& peer, const json& params) -> Result<json> {
-    auto in = readSubmit(params, ctx);
-    if (!in) return in.error();
-    in->submitterUid = peer.uid;
-    in->submitterGid = peer.gid;
-    if (auto s = applyTenantLimits(*in, peer, ctx.tenants); !s) return s.error();
-    if (auto s = checkAgentNetwork(ctx, peer, *in); !s) return s.error();
-    // Secrets stay out of the store: the executor keeps them in memory for this run only.
-    std::map<std::string, std::string> credentials;
-    if (in->params["options"].contains("credentials")) {
-      for (const auto& [k, v] : in->params["options"]["credentials"].items()) credentials[k] = v.get<std::string>();
-      in->params["options"]["credentials"] = json::array();
-      for (const auto& [k, v] : credentials) in->params["options"]["credentials"].push_back(k);
-    }
-    auto change = ctx.store.submitRun(*in);
-    if (!change) return change.error();
-    if (ctx.scheduler != nullptr) {
-      ctx.scheduler->setCredentials(change->run.id, std::move(credentials));
-      ctx.scheduler->wake();
-    }
-    // Committed: now it is safe to tell watchers and the client.
-    for (const EventRecord& ev : change->events) ctx.events.publish(ev);
-    log::info("run ", change->run.id, " submitted by uid ", peer.uid, ": ", in->taskIds.size(), " task(s) x ",
-              in->attemptsPerTask, " attempt(s)");
-    return json{{"run", change->run.toJson()}};
-  });
-
-  table.add("run.list", [&ctx](const Peer& peer, const json& params) -> Result<json> {
-    if (auto s = proto::allowOnly(params, {"state", "limit"}); !s) return s.error();
-    auto state = proto::optionalString(params, "state");
-    if (!state) return state.error();
-    if (*state) {
-      bool known = false;
-      for (const char* s : kRunStates) known = known || **state == s;
-      if (!known) return invalid("parameter \"state\" must be one of queued, running, done, cancelled, failed");
-    }
-    auto limit = proto::optionalInt(params, "limit", 50, 1, 1000);
-    if (!limit) return limit.error();
-    // A tenant lists its own runs; an admin everyone's.
-    std::optional<std::int64_t> owner;
-    if (!ctx.tenants.isAdmin(peer)) owner = peer.uid;
-    auto runs = ctx.store.listRuns(*state, *limit, owner);
-    if (!runs) return runs.error();
-    json out = json::array();
-    for (const RunRecord& r : *runs) out.push_back(r.toJson());
-    return json{{"runs", out}};
-  });
-
+  table.addOffloaded("run.submit",
+                     [&ctx](const Peer& peer, const json& params) { return submitRun(ctx, peer, params); });
+  table.add("run.list", [&ctx](const Peer& peer, const json& params) { return listRuns(ctx, peer, params); });
   table.addOffloaded("run.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     auto id = readRunId(params, {"id"});
     if (!id) return id.error();

@@ -6,7 +6,8 @@
 // Start-up: listen() takes <socket>.lock (flock), refuses if a live daemon answers on the socket,
 // removes a stale socket file, binds with mode 0660. Shut-down: stop() closes the listener,
 // answers still-open streams with kShuttingDown, flushes every reply, then closes connections;
-// io_context::run() returns once they are gone.
+// io_context::run() returns once they are gone. One client's connection (reading its lines,
+// writing its replies) is daemon/connection.h.
 
 #include <chrono>
 #include <cstdint>

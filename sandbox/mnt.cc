@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -12,12 +11,11 @@
 
 #include <atomic>
 #include <cstring>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "sandbox/helper_thread.h"
+#include "sandbox/etc_copy.h"
 
 namespace akad::box {
 namespace {
@@ -27,18 +25,9 @@ constexpr const char* kOldRoot = "/.oldroot";
 constexpr const char* kStaging = "/tmp";
 
 const char* const kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"};
-// /etc is not bound whole: only what programs need to run, resolve names and find libraries.
-// Small files are copied into the root tmpfs rather than bound: every mount costs at set-up
-// and again at tear-down, and these few KiB do not.
-// The directory (the most files) and the largest file first: copies that run side by side
-// take entries in this order (copyEtc).
-const char* const kEtcCopied[] = {
-    "ld.so.conf.d", "ld.so.cache", "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
-    "ld.so.conf", "localtime", "timezone", "os-release", "protocols", "services", "debian_version",
-    "lsb-release"};
-// Directories with many entries (alternatives: hundreds of symlinks) are cheaper to bind.
+// /etc is not bound whole (etc_copy.h copies its small files); directories with many entries
+// (alternatives: hundreds of symlinks) are cheaper to bind.
 const char* const kEtcBound[] = {"alternatives", "ssl", "ca-certificates"};
-constexpr off_t kMaxCopiedFile = 1 << 20;
 
 Status sysMount(const char* src, const std::string& dst, const char* type, unsigned long flags, const char* data) {
   if (::mount(src, dst.c_str(), type, flags, data) != 0)
@@ -99,161 +88,6 @@ Status copySymlinkOrBind(const std::string& hostPath, const std::string& dst) {
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return {};
   return bindMount(hostPath, dst, false);
 }
-
-// Copies /etc entry `name` (a file, a symlink, or a directory of small files: ld.so.conf.d)
-// from the host's directory `src` into the root's directory `dst` (descriptors of both). A
-// file too large to copy is bound instead: its path goes to `toBind` for the caller. `shown`
-// is the entry's path, for messages.
-Status copyEtcEntry(int src, int dst, const char* name, const std::string& shown, std::vector<std::string>& toBind,
-                    int depth = 0) {
-  struct stat st {};
-  if (::fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return {};  // absent on this host: skip
-  if (S_ISLNK(st.st_mode)) {
-    char target[4096];
-    ssize_t n = ::readlinkat(src, name, target, sizeof(target) - 1);
-    if (n < 0) return errnoError("readlink('" + shown + "')");
-    target[n] = '\0';
-    if (::symlinkat(target, dst, name) != 0 && errno != EEXIST) return errnoError("symlink('" + shown + "') in the sandbox root");
-    return {};
-  }
-  if (S_ISDIR(st.st_mode) && depth == 0) {
-    UniqueFd from(::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!from.valid()) return errnoError("open('" + shown + "')");
-    if (::mkdirat(dst, name, 0755) != 0 && errno != EEXIST) return errnoError("mkdir('" + shown + "') in the sandbox root");
-    UniqueFd to(::openat(dst, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!to.valid()) return errnoError("open('" + shown + "') in the sandbox root");
-    DIR* d = ::fdopendir(from.get());
-    if (!d) return errnoError("fdopendir('" + shown + "')");
-    (void)from.release();  // the DIR owns it now
-    Status result;
-    while (dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      if (auto s = copyEtcEntry(::dirfd(d), to.get(), e->d_name, shown + "/" + e->d_name, toBind, depth + 1); !s) {
-        result = s;
-        break;
-      }
-    }
-    ::closedir(d);
-    return result;
-  }
-  if (!S_ISREG(st.st_mode)) return {};
-  if (st.st_size > kMaxCopiedFile) {
-    toBind.push_back(shown);
-    return {};
-  }
-  UniqueFd in(::openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!in.valid()) return errnoError("open('" + shown + "')");
-  UniqueFd out(::openat(dst, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!out.valid()) return errnoError("create('" + shown + "') in the sandbox root");
-  off_t left = st.st_size;
-  while (left > 0) {
-    ssize_t n = ::sendfile(out.get(), in.get(), nullptr, static_cast<size_t>(left));
-    if (n <= 0) break;
-    left -= n;
-  }
-  if (left > 0) return errnoError("copying '" + shown + "' into the sandbox root");
-  return {};
-}
-
-Status writeSmallFile(int dir, const char* name, const std::string& text) {
-  UniqueFd fd(::openat(dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return errnoError(std::string("cannot create '/etc/") + name + "' in the sandbox");
-  ssize_t n = ::write(fd.get(), text.data(), text.size());
-  if (n != static_cast<ssize_t>(text.size())) return errnoError(std::string("cannot write '/etc/") + name + "'");
-  return {};
-}
-
-// /etc's files, from the host's /etc (`src`) into the root's (`dst`): the small ones copied
-// (ld.so.conf.d's too; a large one's path goes to `toBind`), and passwd and group for the
-// sandbox's user.
-// Copies that run side by side share `next`: each takes the next entry in turn (passwd and
-// group are the last two), so they end about together whatever the host's /etc holds.
-Status copyEtc(const SandboxSpec& spec, int src, int dst, std::vector<std::string>& toBind, std::atomic<size_t>& next) {
-  constexpr size_t n = std::size(kEtcCopied);
-  // Tools (getpass, ssh, Python's site) look the running uid up; give it a name and a home.
-  const std::string home = spec.workspace.empty() ? "/tmp" : "/workspace";
-  for (size_t i; (i = next.fetch_add(1)) < n + 2;) {
-    Status st;
-    if (i < n) st = copyEtcEntry(src, dst, kEtcCopied[i], std::string("/etc/") + kEtcCopied[i], toBind);
-    else if (i == n)
-      st = writeSmallFile(dst, "passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nakabox:x:" + std::to_string(spec.uid) + ":" +
-                                             std::to_string(spec.gid) + ":akabox:" + home + ":/bin/sh\n");
-    else st = writeSmallFile(dst, "group", "root:x:0:\nakabox:x:" + std::to_string(spec.gid) + ":\n");
-    if (!st) return st;
-  }
-  return {};
-}
-
-}  // namespace
-
-// copyEtc on two threads of their own, which take entries in turn, beside the rest of the
-// build on akabox's mount thread (mnt_thread.h). Started before the pivot, they copy from the
-// host's /etc into the new root's through descriptors of both, so the pivot does not move
-// their paths; they share the mount thread's descriptor table (pthread_create's CLONE_FILES).
-// finish() waits for them; so does the destructor, so that they never outlive what they read.
-class EtcCopy {
- public:
-  explicit EtcCopy(const SandboxSpec& spec) : spec_(spec) {}
-  ~EtcCopy() { (void)finish(); }
-  EtcCopy(const EtcCopy&) = delete;
-  EtcCopy& operator=(const EtcCopy&) = delete;
-
-  // From `src` (the host's /etc) into `dst` (the root's); a part whose thread does not start
-  // is copied here.
-  Status start(UniqueFd src, UniqueFd dst) {
-    src_ = std::move(src);
-    dst_ = std::move(dst);
-    for (Part& p : parts_) {
-      p.self = this;
-      if (startHelperThread(&EtcCopy::run, &p, true, 256 * 1024) == 0) {
-        p.started = true;
-      } else if (p.result = copyEtc(spec_, src_.get(), dst_.get(), p.toBind, next_); !p.result) {
-        return p.result;
-      }
-    }
-    return {};
-  }
-  // The copy's outcome (the first part's failure, if any); the paths left to bind are in
-  // toBind().
-  Status finish() {
-    Status outcome;
-    for (Part& p : parts_) {
-      if (p.started) waitForWord(p.done, false);
-      p.started = false;
-      if (outcome && !p.result) outcome = p.result;
-    }
-    src_.reset();
-    dst_.reset();
-    return outcome;
-  }
-  std::vector<std::string> toBind() const {
-    std::vector<std::string> all;
-    for (const Part& p : parts_) all.insert(all.end(), p.toBind.begin(), p.toBind.end());
-    return all;
-  }
-
- private:
-  static constexpr int kParts = 2;
-  struct Part {
-    EtcCopy* self = nullptr;
-    bool started = false;
-    Status result;
-    std::vector<std::string> toBind;
-    alignas(4) int done = 0;
-  };
-  static void* run(void* arg) {
-    auto* p = static_cast<Part*>(arg);
-    p->result = copyEtc(p->self->spec_, p->self->src_.get(), p->self->dst_.get(), p->toBind, p->self->next_);
-    setWordAndWake(p->done);
-    return nullptr;
-  }
-  const SandboxSpec& spec_;
-  UniqueFd src_, dst_;
-  std::atomic<size_t> next_{0};  // copyEtc's next entry, shared by the parts
-  Part parts_[kParts];
-};
-
-namespace {
 
 // /etc (its files copied here, or by `etcBeside` beside the rest: the copy starts first), the
 // system directories and /etc's bound directories.
@@ -362,7 +196,7 @@ std::vector<std::string> staticRootHostPaths(const SandboxSpec& spec) {
   std::vector<std::string> out;
   if (spec.root != "host") return {spec.root};
   for (const char* d : kHostSystemDirs) out.push_back(std::string("/") + d);
-  for (const char* e : kEtcCopied) out.push_back(std::string("/etc/") + e);
+  for (const std::string& e : etcCopiedPaths()) out.push_back(e);
   for (const char* e : kEtcBound) out.push_back(std::string("/etc/") + e);
   return out;
 }

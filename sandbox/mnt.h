@@ -45,7 +45,7 @@ using HostBinder = std::function<Status(const std::string& hostSrc, const std::s
 // the prepared root) and /etc's essentials; the host's tree stays reachable until detachOldRoot.
 // `rooted` runs right after the pivot, before anything is mounted in the new root; its failure
 // ends the build. With `etcBeside`, /etc's files are copied on its threads, started right
-// after `rooted` and complete once its finish() returns (mnt.cc), which the caller must call
+// after `rooted` and complete once its finish() returns (etc_copy.h), which the caller must call
 // before the root is made read-only.
 class EtcCopy;
 Status pivotToStaticRoot(const SandboxSpec& spec, const std::function<Status()>& rooted = {}, EtcCopy* etcBeside = nullptr);

@@ -11,7 +11,7 @@
 // (docs/akabox-performance.md has the figures). On the thread it starts
 // before clone3, while akabox is still opening files and making the cgroup, on a CPU that is
 // idle then; and /etc's files, half of the build, are copied on a second thread beside the
-// pivot and the binds (mnt.cc's EtcCopy).
+// pivot and the binds (etc_copy.h's EtcCopy).
 //
 // The namespace is handed over as soon as it can be entered (take()), before the end of the
 // build: /etc's copies, the old root's detach (an expedited RCU grace period) and the root's

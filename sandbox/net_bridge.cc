@@ -47,29 +47,39 @@ struct Pair {
   int a, b;  // the agent's connection, the proxy's
 };
 
-}  // namespace
+constexpr char kUsage[] = "usage: akanet-bridge --listen PORT --proxy SOCKET -- COMMAND [ARG...]\n";
 
-int main(int argc, char** argv) {
+struct BridgeArgs {
   int port = 0;
   const char* proxy = nullptr;
+  int command = 0;  // argv index of the command
+};
+
+// False (after the usage) when the command line is not --listen PORT --proxy SOCKET -- COMMAND.
+bool parseArgs(int argc, char** argv, BridgeArgs& args) {
   int i = 1;
   for (; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--listen" && i + 1 < argc) port = std::atoi(argv[++i]);
-    else if (arg == "--proxy" && i + 1 < argc) proxy = argv[++i];
+    if (arg == "--listen" && i + 1 < argc) args.port = std::atoi(argv[++i]);
+    else if (arg == "--proxy" && i + 1 < argc) args.proxy = argv[++i];
     else if (arg == "--") {
       ++i;
       break;
     } else {
-      std::fprintf(stderr, "usage: akanet-bridge --listen PORT --proxy SOCKET -- COMMAND [ARG...]\n");
-      return 125;
+      std::fputs(kUsage, stderr);
+      return false;
     }
   }
-  if (port <= 0 || port > 65535 || proxy == nullptr || i >= argc) {
-    std::fprintf(stderr, "usage: akanet-bridge --listen PORT --proxy SOCKET -- COMMAND [ARG...]\n");
-    return 125;
+  args.command = i;
+  if (args.port <= 0 || args.port > 65535 || args.proxy == nullptr || i >= argc) {
+    std::fputs(kUsage, stderr);
+    return false;
   }
+  return true;
+}
 
+// The TCP listener on the sandbox's loopback; -1 on failure (errno says why).
+int listenOnLoopback(int port) {
   const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int one = 1;
   ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -79,13 +89,16 @@ int main(int argc, char** argv) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::listen(listener, 64) != 0)
-    return fail("cannot listen on 127.0.0.1");
+    return -1;
+  return listener;
+}
 
-  // The command: SIGCHLD wakes the loop through a pipe.
-  static int wakeWrite = -1;
-  int wake[2];
-  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) return fail("pipe");
-  wakeWrite = wake[1];
+int wakeWrite = -1;  // SIGCHLD's end of the wake pipe
+
+// Forks the command; SIGCHLD then wakes the loop through the pipe whose write end is
+// `wakeFd`. -1 on failure.
+pid_t startCommand(char** command, int wakeFd) {
+  wakeWrite = wakeFd;
   struct sigaction sa {};
   sa.sa_handler = [](int) {
     const int saved = errno;
@@ -96,13 +109,77 @@ int main(int argc, char** argv) {
   ::sigaction(SIGCHLD, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   const pid_t child = ::fork();
-  if (child < 0) return fail("fork");
   if (child == 0) {
     ::signal(SIGPIPE, SIG_DFL);
-    ::execvp(argv[i], argv + i);
-    std::fprintf(stderr, "akanet-bridge: cannot run %s: %s\n", argv[i], std::strerror(errno));
+    ::execvp(command[0], command);
+    std::fprintf(stderr, "akanet-bridge: cannot run %s: %s\n", command[0], std::strerror(errno));
     ::_exit(127);
   }
+  return child;
+}
+
+// A new agent connection, paired with a fresh one to the proxy; a proxy that cannot be reached
+// is answered 502.
+void acceptConnection(int listener, const char* proxy, std::vector<Pair>& pairs) {
+  const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (c < 0) return;
+  const int up = connectProxy(proxy);
+  if (up < 0) {
+    static const char kDown[] = "HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    (void)!::send(c, kDown, sizeof kDown - 1, MSG_NOSIGNAL);
+    ::close(c);
+  } else {
+    pairs.push_back({c, up});
+  }
+}
+
+// Carries one read from `from` to `to`; false when either side is done.
+bool carry(int from, int to, char* buf, std::size_t size) {
+  const ssize_t n = ::recv(from, buf, size, 0);
+  if (n <= 0) return false;
+  for (ssize_t off = 0; off < n;) {
+    const ssize_t w = ::send(to, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      return false;
+    }
+    off += w;
+  }
+  return true;
+}
+
+// Carries what arrived (`polled` holds each pair's two entries, in order); a side that closes
+// ends its pair (the proxy ends tunnels whole).
+void carryTraffic(std::vector<Pair>& pairs, const pollfd* polled, char* buf, std::size_t size) {
+  std::vector<Pair> kept;
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    const Pair pr = pairs[k];
+    bool open = true;
+    for (int side = 0; side < 2 && open; ++side) {
+      if (polled[2 * k + side].revents == 0) continue;
+      open = side == 0 ? carry(pr.a, pr.b, buf, size) : carry(pr.b, pr.a, buf, size);
+    }
+    if (open) {
+      kept.push_back(pr);
+    } else {
+      ::close(pr.a);
+      ::close(pr.b);
+    }
+  }
+  pairs.swap(kept);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BridgeArgs args;
+  if (!parseArgs(argc, argv, args)) return 125;
+  const int listener = listenOnLoopback(args.port);
+  if (listener < 0) return fail("cannot listen on 127.0.0.1");
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) return fail("pipe");
+  const pid_t child = startCommand(argv + args.command, wake[1]);
+  if (child < 0) return fail("fork");
 
   std::vector<Pair> pairs;
   char buf[65536];
@@ -122,49 +199,7 @@ int main(int argc, char** argv) {
         return WEXITSTATUS(status);
       }
     }
-    if (p[1].revents != 0) {
-      const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c >= 0) {
-        const int up = connectProxy(proxy);
-        if (up < 0) {
-          static const char kDown[] = "HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
-          (void)!::send(c, kDown, sizeof kDown - 1, MSG_NOSIGNAL);
-          ::close(c);
-        } else {
-          pairs.push_back({c, up});
-        }
-      }
-    }
-    // Carry what arrived; a side that closes ends its pair (the proxy ends tunnels whole).
-    std::vector<Pair> kept;
-    for (std::size_t k = 0; k < pairs.size(); ++k) {
-      const Pair pr = pairs[k];
-      bool open = true;
-      for (int side = 0; side < 2 && open; ++side) {
-        if (p[2 + 2 * k + side].revents == 0) continue;
-        const int from = side == 0 ? pr.a : pr.b, to = side == 0 ? pr.b : pr.a;
-        const ssize_t n = ::recv(from, buf, sizeof buf, 0);
-        if (n <= 0) {
-          open = false;
-          break;
-        }
-        for (ssize_t off = 0; off < n;) {
-          const ssize_t w = ::send(to, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
-          if (w <= 0) {
-            if (w < 0 && errno == EINTR) continue;
-            open = false;
-            break;
-          }
-          off += w;
-        }
-      }
-      if (open) {
-        kept.push_back(pr);
-      } else {
-        ::close(pr.a);
-        ::close(pr.b);
-      }
-    }
-    pairs.swap(kept);
+    if (p[1].revents != 0) acceptConnection(listener, args.proxy, pairs);
+    carryTraffic(pairs, p.data() + 2, buf, sizeof buf);
   }
 }

@@ -68,11 +68,10 @@ bool readEstablished(int fd) {
 using akad::median;
 double p99(std::vector<double> v) { return akad::quantile(std::move(v), 0.99); }
 
-}  // namespace
+constexpr std::size_t kMessageBytes = 200;
 
-int main(int argc, char** argv) {
-  const int rounds = argc > 1 ? std::atoi(argv[1]) : 2000;
-  // The echo server: one thread per connection.
+// The echo server on an ephemeral loopback port, one thread per connection; returns the port.
+int startEchoServer() {
   const int server = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -95,7 +94,55 @@ int main(int argc, char** argv) {
       }).detach();
     }
   }).detach();
+  return port;
+}
 
+std::string connectRequest(int port) {
+  return "CONNECT 127.0.0.1:" + std::to_string(port) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+}
+
+// Round trips on one kept connection, in microseconds.
+std::vector<double> keptConnection(int fd, int rounds) {
+  const std::string msg(kMessageBytes, 'm');
+  char buf[256];
+  std::vector<double> us;
+  for (int i = 0; i < rounds; ++i) {
+    const auto t0 = Clock::now();
+    ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+    if (!readExactly(fd, buf, msg.size())) break;
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  return us;
+}
+
+// A new connection per round trip, directly and through the proxy (CONNECT included), in turn.
+void newConnections(int port, const std::string& proxySocket, int rounds, std::vector<double>& directUs,
+                    std::vector<double>& proxyUs) {
+  const std::string msg(kMessageBytes, 'm'), connect = connectRequest(port);
+  char buf[256];
+  for (int i = 0; i < rounds; ++i) {
+    auto t0 = Clock::now();
+    int fd = tcpConnect(port);
+    ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+    readExactly(fd, buf, msg.size());
+    ::close(fd);
+    directUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    t0 = Clock::now();
+    fd = unixConnect(proxySocket);
+    ::send(fd, connect.data(), connect.size(), MSG_NOSIGNAL);
+    readEstablished(fd);
+    ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+    readExactly(fd, buf, msg.size());
+    ::close(fd);
+    proxyUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 2000;
+  const int port = startEchoServer();
   const auto dir = std::filesystem::temp_directory_path() / ("akad-egress-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   akad::EgressPolicy policy;
@@ -108,52 +155,25 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string sock = (dir / "proxy.sock").string();
-  const std::string connect = "CONNECT 127.0.0.1:" + std::to_string(port) + " HTTP/1.1\r\nHost: x\r\n\r\n";
-  std::string msg(200, 'm');
-  char buf[256];
 
-  auto kept = [&](int fd) {
-    std::vector<double> us;
-    for (int i = 0; i < rounds; ++i) {
-      const auto t0 = Clock::now();
-      ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-      if (!readExactly(fd, buf, msg.size())) break;
-      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    }
-    return us;
-  };
   const int direct = tcpConnect(port);
-  const auto directUs = kept(direct);
+  const auto directUs = keptConnection(direct, rounds);
   ::close(direct);
   const int tunnel = unixConnect(sock);
+  const std::string connect = connectRequest(port);
   ::send(tunnel, connect.data(), connect.size(), MSG_NOSIGNAL);
   if (!readEstablished(tunnel)) {
     std::fprintf(stderr, "the proxy refused the tunnel\n");
     return 1;
   }
-  const auto tunnelUs = kept(tunnel);
+  const auto tunnelUs = keptConnection(tunnel, rounds);
   ::close(tunnel);
-
   std::vector<double> directNew, proxyNew;
-  for (int i = 0; i < rounds / 4; ++i) {
-    auto t0 = Clock::now();
-    int fd = tcpConnect(port);
-    ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-    readExactly(fd, buf, msg.size());
-    ::close(fd);
-    directNew.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    t0 = Clock::now();
-    fd = unixConnect(sock);
-    ::send(fd, connect.data(), connect.size(), MSG_NOSIGNAL);
-    readEstablished(fd);
-    ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-    readExactly(fd, buf, msg.size());
-    ::close(fd);
-    proxyNew.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-  }
+  newConnections(port, sock, rounds / 4, directNew, proxyNew);
   (*proxy)->stop();
   std::filesystem::remove_all(dir);
-  std::printf("egress proxy on loopback, %d round trips of %zu bytes (%u CPU(s))\n", rounds, msg.size(),
+
+  std::printf("egress proxy on loopback, %d round trips of %zu bytes (%u CPU(s))\n", rounds, kMessageBytes,
               std::thread::hardware_concurrency());
   std::printf("  kept connection:  direct median %.1f us p99 %.1f us; through the proxy median %.1f us p99 %.1f us; "
               "added %.1f us\n",

@@ -106,77 +106,13 @@ long flood(const std::string& socket, const std::atomic<bool>& stop) {
 
 double percentile(std::vector<double> v, double q) { return akad::quantile(std::move(v), q); }
 
-}  // namespace
+// Concurrent pings: `clients` connections, each sending a ping as soon as the last is answered.
+struct Throughput {
+  double seconds = 0;
+  long requests = 0, failures = 0;
+};
 
-int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
-
-  auto client = Client::connect(o.socket);
-  if (!client) {
-    std::fprintf(stderr, "akad_bench_ping: %s\n", client.error().message.c_str());
-    return 3;
-  }
-  for (int i = 0; i < 100; ++i) (void)client->call("daemon.ping");  // warm-up
-
-  if (o.flood > 0) {
-    std::atomic<bool> stop{false};
-    std::atomic<long> flooded{0}, broken{0};
-    std::vector<std::thread> flooders;
-    for (int f = 0; f < o.flood; ++f)
-      flooders.emplace_back([&] {
-        long n = flood(o.socket, stop);
-        if (n < 0) ++broken;
-        else flooded += n;
-      });
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the flood is under way
-    std::vector<double> ms;
-    const auto start = Clock::now();
-    for (int i = 0; i < o.sequential; ++i) {
-      auto t0 = Clock::now();
-      auto r = client->call("daemon.ping");
-      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      if (!r) {
-        std::fprintf(stderr, "akad_bench_ping: ping %d: %s\n", i, r.error().message.c_str());
-        stop = true;
-        for (auto& t : flooders) t.join();
-        return 1;
-      }
-    }
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    stop = true;
-    for (auto& t : flooders) t.join();
-    nlohmann::json out{{"flooding_connections", o.flood},
-                       {"flood_requests_answered", flooded.load()},
-                       {"flood_connections_broken", broken.load()},
-                       {"quiet_pings", o.sequential},
-                       {"seconds", seconds},
-                       {"ping_ms_median", percentile(ms, 0.5)},
-                       {"ping_ms_p99", percentile(ms, 0.99)},
-                       {"ping_ms_max", percentile(ms, 1.0)}};
-    if (o.json) std::printf("%s\n", out.dump(2).c_str());
-    else
-      std::printf("daemon.ping on a quiet connection while %d connection(s) flood tasks.list and run.submit:\n"
-                  "  %d pings in %.1f s: median %.2f ms, p99 %.2f ms, max %.2f ms; flood answered %ld requests "
-                  "(%.0f/s)%s\n",
-                  o.flood, o.sequential, seconds, percentile(ms, 0.5), percentile(ms, 0.99), percentile(ms, 1.0),
-                  flooded.load(), static_cast<double>(flooded.load()) / seconds,
-                  broken.load() ? ", SOME FLOOD CONNECTIONS BROKE" : "");
-    return broken.load() == 0 ? 0 : 1;
-  }
-
-  std::vector<double> us;
-  us.reserve(static_cast<std::size_t>(o.sequential));
-  for (int i = 0; i < o.sequential; ++i) {
-    auto t0 = Clock::now();
-    auto r = client->call("daemon.ping");
-    auto t1 = Clock::now();
-    if (!r) {
-      std::fprintf(stderr, "akad_bench_ping: ping %d: %s\n", i, r.error().message.c_str());
-      return 1;
-    }
-    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-  }
-
+Throughput concurrentPings(const Options& o) {
   std::atomic<bool> go{false}, stop{false};
   std::atomic<long> total{0}, failures{0};
   std::vector<std::thread> threads;
@@ -202,17 +138,81 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
   stop = true;
   for (auto& t : threads) t.join();
-  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  double rps = static_cast<double>(total.load()) / elapsed;
+  return {std::chrono::duration<double>(Clock::now() - start).count(), total.load(), failures.load()};
+}
 
+// The quiet connection's sequential pings while `flood` connections flood the daemon.
+int measureUnderFlood(const Options& o, Client& client) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> flooded{0}, broken{0};
+  std::vector<std::thread> flooders;
+  for (int f = 0; f < o.flood; ++f)
+    flooders.emplace_back([&] {
+      long n = flood(o.socket, stop);
+      if (n < 0) ++broken;
+      else flooded += n;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the flood is under way
+  std::vector<double> ms;
+  const auto start = Clock::now();
+  for (int i = 0; i < o.sequential; ++i) {
+    auto t0 = Clock::now();
+    auto r = client.call("daemon.ping");
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (!r) {
+      std::fprintf(stderr, "akad_bench_ping: ping %d: %s\n", i, r.error().message.c_str());
+      stop = true;
+      for (auto& t : flooders) t.join();
+      return 1;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  stop = true;
+  for (auto& t : flooders) t.join();
+  nlohmann::json out{{"flooding_connections", o.flood},
+                     {"flood_requests_answered", flooded.load()},
+                     {"flood_connections_broken", broken.load()},
+                     {"quiet_pings", o.sequential},
+                     {"seconds", seconds},
+                     {"ping_ms_median", percentile(ms, 0.5)},
+                     {"ping_ms_p99", percentile(ms, 0.99)},
+                     {"ping_ms_max", percentile(ms, 1.0)}};
+  if (o.json) std::printf("%s\n", out.dump(2).c_str());
+  else
+    std::printf("daemon.ping on a quiet connection while %d connection(s) flood tasks.list and run.submit:\n"
+                "  %d pings in %.1f s: median %.2f ms, p99 %.2f ms, max %.2f ms; flood answered %ld requests "
+                "(%.0f/s)%s\n",
+                o.flood, o.sequential, seconds, percentile(ms, 0.5), percentile(ms, 0.99), percentile(ms, 1.0),
+                flooded.load(), static_cast<double>(flooded.load()) / seconds,
+                broken.load() ? ", SOME FLOOD CONNECTIONS BROKE" : "");
+  return broken.load() == 0 ? 0 : 1;
+}
+
+// Sequential latency over one connection, then concurrent throughput.
+int measureLatencyAndThroughput(const Options& o, Client& client) {
+  std::vector<double> us;
+  us.reserve(static_cast<std::size_t>(o.sequential));
+  for (int i = 0; i < o.sequential; ++i) {
+    auto t0 = Clock::now();
+    auto r = client.call("daemon.ping");
+    auto t1 = Clock::now();
+    if (!r) {
+      std::fprintf(stderr, "akad_bench_ping: ping %d: %s\n", i, r.error().message.c_str());
+      return 1;
+    }
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+
+  const Throughput t = concurrentPings(o);
+  const double elapsed = t.seconds, rps = static_cast<double>(t.requests) / elapsed;
   nlohmann::json out{{"sequential_pings", o.sequential},
                      {"latency_us_median", percentile(us, 0.5)},
                      {"latency_us_p99", percentile(us, 0.99)},
                      {"latency_us_min", percentile(us, 0.0)},
                      {"concurrent_clients", o.clients},
                      {"concurrent_seconds", elapsed},
-                     {"concurrent_requests", total.load()},
-                     {"concurrent_failures", failures.load()},
+                     {"concurrent_requests", t.requests},
+                     {"concurrent_failures", t.failures},
                      {"requests_per_second", rps}};
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -221,7 +221,21 @@ int main(int argc, char** argv) {
                 "  median %.1f us, p99 %.1f us, min %.1f us\n"
                 "%d concurrent clients for %.1f s: %ld requests, %.0f requests/s, %ld failures\n",
                 o.sequential, percentile(us, 0.5), percentile(us, 0.99), percentile(us, 0.0), o.clients,
-                elapsed, total.load(), rps, failures.load());
+                elapsed, t.requests, rps, t.failures);
   }
-  return failures.load() == 0 ? 0 : 1;
+  return t.failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+
+  auto client = Client::connect(o.socket);
+  if (!client) {
+    std::fprintf(stderr, "akad_bench_ping: %s\n", client.error().message.c_str());
+    return 3;
+  }
+  for (int i = 0; i < 100; ++i) (void)client->call("daemon.ping");  // warm-up
+  return o.flood > 0 ? measureUnderFlood(o, *client) : measureLatencyAndThroughput(o, *client);
 }

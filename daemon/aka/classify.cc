@@ -20,7 +20,6 @@ bool isNativeSource(const TaskFile& f) {
   return false;
 }
 
-
 // The ROCm-PyTorch header names the compat layer maps onto CUDA PyTorch's (issue 25 measured
 // these three in the gpumode tasks).
 const std::set<std::string>& shimmedHeaders() {
@@ -108,16 +107,13 @@ void Classification::needCompat(const char* feature, const std::string& reason) 
   }
 }
 
-Classification classifyTask(const std::string& name, const AkaTaskConfig& c, const std::vector<TaskFile>& files,
-                            Platform platform) {
-  Classification k;
-  const Family family = familyOf(name, c);
-  const bool nvidia = platform == Platform::Nvidia;
+namespace {
 
-  std::map<std::string, const TaskFile*> byPath;
-  for (const auto& f : files) byPath[f.path] = &f;
+using FilesByPath = std::map<std::string, const TaskFile*>;
 
-  // What the config names must be there: these are config errors, not platform facts.
+// What the config names must be there: these are config errors, not platform facts. Then the
+// trust mapping, whose spliced functions must each have one top-level definition.
+void checkConfigAgainstFiles(Classification& k, const AkaTaskConfig& c, Family family, const FilesByPath& byPath) {
   for (const auto& f : c.source_files)
     if (!byPath.count(f)) k.raise(TaskClass::Invalid, "source_file_path '" + f + "' is not a file of the task folder");
   if (!c.target_file.empty() && !byPath.count(c.target_file))
@@ -142,21 +138,27 @@ Classification classifyTask(const std::string& name, const AkaTaskConfig& c, con
       }
     }
   }
+}
 
+// No GPU at all; then AKA's own preflight (main.py should_run_task_for_platform) and the
+// config's notes.
+void checkPlatform(Classification& k, const AkaTaskConfig& c, Platform platform) {
   if (platform == Platform::Cpu) k.raise(TaskClass::Impossible, "every AKA task needs a GPU, and this platform has none");
-
-  // AKA's own preflight (main.py should_run_task_for_platform).
   const PlatformSupport& ps = c.platform_support;
   if (ps.present && ps.status == "skip")
     k.raise(TaskClass::Impossible, "platform_support.status is skip" + (ps.skip_reason.empty() ? "" : ": " + ps.skip_reason));
   if (!ps.required_arch.empty()) {
-    if (nvidia) k.raise(TaskClass::Impossible, "platform_support.required_arch is " + ps.required_arch + ", an AMD GPU architecture");
+    if (platform == Platform::Nvidia)
+      k.raise(TaskClass::Impossible, "platform_support.required_arch is " + ps.required_arch + ", an AMD GPU architecture");
     else if (platform == Platform::Amd)
       k.reasons.push_back("runs only on " + ps.required_arch + " (platform_support.required_arch, checked when it runs)");
   }
   for (const auto& note : c.notes) k.reasons.push_back(note);
+}
 
-  // Sandboxes have no network: a command that fetches something fails in them.
+// Sandboxes have no network: a command that fetches something fails in them; and a script a
+// command runs must be in the task folder.
+void checkCommands(Classification& k, const AkaTaskConfig& c, const FilesByPath& byPath) {
   static const std::regex fetches(R"(\b(pip3?\s+install|git\s+clone|wget|curl|conda\s+install|apt(-get)?\s+install)\b)");
   for (const auto* list : {&c.compile, &c.correctness, &c.performance})
     for (const auto& cmd : *list) {
@@ -167,16 +169,79 @@ Classification classifyTask(const std::string& name, const AkaTaskConfig& c, con
       if (!script.empty() && !byPath.count(script))
         k.raise(TaskClass::NeedsEdit, "a command runs " + script + ", which is not a file of the task folder: " + cmd);
     }
+}
 
-  static const std::regex rocmHeader(R"(#\s*include\s*[<"]((?:c10|ATen)/hip/[^>"]+)[>"])");
-  static const std::regex hipblas(R"((#\s*include\s*[<"]hipblas|\bhipblas[A-Z]\w*\s*\())");
+// AKA's timing helpers: AKA fills them before a task runs (src/perf_helper_materialization.py);
+// the importer does the same in its copy, from the checkout's src/tools/perf/. And aiter, AMD's
+// kernel library for ROCm (geak_eval's mla_decode imports it in its harness and failed its
+// baseline on the H200 with "No module named 'aiter'").
+void checkHelpersAndLibraries(Classification& k, const TaskFile& f, bool nvidia) {
+  static const std::regex aiter(R"((^|\n)[ \t]*(import|from)[ \t]+aiter\b)");
+  if (f.path == kRunnerWithHelpers) {
+    const bool start = f.text.find(kMarkStart) != std::string::npos;
+    const bool end = f.text.find(kMarkEnd) != std::string::npos;
+    if (start && end)
+      k.needCompat(compat::kPerfHelpers, f.path + " has an AKA-GENERATED helper region, filled at import from the checkout's src/tools/perf/");
+    else if (start || end)
+      k.raise(TaskClass::NeedsEdit, f.path + " has an AKA-GENERATED start or end marker without the other");
+    else if (f.text.find("def _benchmark_cuda_graph_or_events") != std::string::npos)
+      k.raise(TaskClass::NeedsEdit, f.path + " defines AKA's timing helpers without the AKA-GENERATED markers around them");
+  }
+  if (isPython(f) && f.path.find('/') == std::string::npos &&
+      (f.path == kRocmbenchHelper || f.text.find("performance_utils_pytest") != std::string::npos))
+    k.needCompat(compat::kPerfHelpers, "uses AKA's pytest timing helper, written at import from the checkout's src/tools/perf/" +
+                                           std::string(kRocmbenchHelper));
+  if (isPython(f) && std::regex_search(f.text, aiter)) {
+    if (nvidia) k.raise(TaskClass::Impossible, f.path + " imports aiter, AMD's ROCm kernel library, which NVIDIA hosts lack");
+    else k.reasons.push_back(f.path + " imports aiter (AMD's ROCm kernel library; the image must provide it)");
+  }
+}
+
+// A Triton source: AMD's FP8 types and AMD-only options.
+void checkTritonSource(Classification& k, const TaskFile& f, bool nvidia) {
   static const std::regex amdOption(R"(\b(waves_per_eu|kpack|matrix_instr_nonkdim)\b)");
   static const std::regex fnuz(R"(\bfloat8_e[45]m[23]fnuz\b)");
+  std::smatch m;
+  if (std::regex_search(f.text, m, fnuz)) {
+    if (nvidia)
+      k.raise(TaskClass::Impossible, f.path + ":" + firstLineWith(f.text, m.str()) + " uses " + m.str() +
+                                         ", an MI300 FP8 type that Triton's CUDA backend cannot convert");
+    else
+      k.reasons.push_back(f.path + " uses " + m.str() + " (an AMD FP8 type)");
+  }
+  if (nvidia && std::regex_search(f.text, m, amdOption))
+    k.needCompat(compat::kTritonAmdOptions, f.path + ":" + firstLineWith(f.text, m.str()) + " passes the AMD-only Triton option " +
+                                                m.str() + ", which akad drops on NVIDIA (recorded in the result)");
+}
+
+// A HIP or C++ source on an NVIDIA host: ROCm-PyTorch headers, hipBLAS, the include order of
+// hip_runtime.h and AMD GPU builtins.
+void checkHipSourceOnNvidia(Classification& k, const TaskFile& f) {
+  static const std::regex rocmHeader(R"(#\s*include\s*[<"]((?:c10|ATen)/hip/[^>"]+)[>"])");
+  static const std::regex hipblas(R"((#\s*include\s*[<"]hipblas|\bhipblas[A-Z]\w*\s*\())");
   static const std::regex hipRuntime(R"(#\s*include\s*[<"]hip/hip_runtime\.h[>"])");
   static const std::regex torchHeader(R"(#\s*include\s*[<"](torch/|ATen/)[^>"]*[>"])");
-  // AMD's kernel library for ROCm; geak_eval's mla_decode imports it in its harness and failed
-  // its baseline on the H200 with "No module named 'aiter'".
-  static const std::regex aiter(R"((^|\n)[ \t]*(import|from)[ \t]+aiter\b)");
+  for (std::sregex_iterator it(f.text.begin(), f.text.end(), rocmHeader), e; it != e; ++it) {
+    const std::string header = (*it)[1];
+    if (shimmedHeaders().count(header))
+      k.needCompat(compat::kRocmTorchHeaders, f.path + " includes the ROCm-PyTorch header " + header + ", shimmed onto CUDA PyTorch's");
+    else
+      k.raise(TaskClass::NeedsEdit, f.path + " includes the ROCm-PyTorch header " + header + ", for which akad has no shim");
+  }
+  std::smatch m;
+  if (std::regex_search(f.text, m, hipblas))
+    k.needCompat(compat::kHipblas, f.path + " calls hipBLAS, mapped onto cuBLAS");
+  std::smatch hr, th;
+  if (std::regex_search(f.text, hr, hipRuntime) && std::regex_search(f.text, th, torchHeader) &&
+      hr.position(0) < th.position(0))
+    k.needCompat(compat::kHipRuntimeMacros, f.path + " includes hip/hip_runtime.h before torch's headers");
+  if (f.text.find("__builtin_amdgcn_") != std::string::npos)
+    k.raise(TaskClass::NeedsEdit, f.path + " calls AMD GPU builtins (__builtin_amdgcn_*), which have no CUDA counterpart");
+}
+
+// Every file of the task: what akad does not import, then each scanned file's contents by its
+// family; finally how .hip sources are built on NVIDIA.
+void checkFiles(Classification& k, const std::vector<TaskFile>& files, Family family, bool nvidia) {
   bool hasHip = false, usesCppExtension = false;
   for (const auto& f : files) {
     if (f.symlink) k.raise(TaskClass::NeedsEdit, f.path + " is a symlink; akad imports regular files only");
@@ -185,59 +250,13 @@ Classification classifyTask(const std::string& name, const AkaTaskConfig& c, con
     if (endsWith(f.path, ".hip")) hasHip = true;
     if (!f.scanned) continue;
     if (isPython(f) && f.text.find("cpp_extension") != std::string::npos) usesCppExtension = true;
-
-    // AKA fills these before a task runs (src/perf_helper_materialization.py); the importer
-    // does the same in its copy, from the checkout's src/tools/perf/.
-    if (f.path == kRunnerWithHelpers) {
-      const bool start = f.text.find(kMarkStart) != std::string::npos;
-      const bool end = f.text.find(kMarkEnd) != std::string::npos;
-      if (start && end)
-        k.needCompat(compat::kPerfHelpers, f.path + " has an AKA-GENERATED helper region, filled at import from the checkout's src/tools/perf/");
-      else if (start || end)
-        k.raise(TaskClass::NeedsEdit, f.path + " has an AKA-GENERATED start or end marker without the other");
-      else if (f.text.find("def _benchmark_cuda_graph_or_events") != std::string::npos)
-        k.raise(TaskClass::NeedsEdit, f.path + " defines AKA's timing helpers without the AKA-GENERATED markers around them");
-    }
-    if (isPython(f) && f.path.find('/') == std::string::npos &&
-        (f.path == kRocmbenchHelper || f.text.find("performance_utils_pytest") != std::string::npos))
-      k.needCompat(compat::kPerfHelpers, "uses AKA's pytest timing helper, written at import from the checkout's src/tools/perf/" +
-                                             std::string(kRocmbenchHelper));
-    if (isPython(f) && std::regex_search(f.text, aiter)) {
-      if (nvidia) k.raise(TaskClass::Impossible, f.path + " imports aiter, AMD's ROCm kernel library, which NVIDIA hosts lack");
-      else k.reasons.push_back(f.path + " imports aiter (AMD's ROCm kernel library; the image must provide it)");
-    }
+    checkHelpersAndLibraries(k, f, nvidia);
     if (family == Family::Triton || family == Family::TritonRocmbench) {
-      if (!isPython(f)) continue;
-      std::smatch m;
-      if (std::regex_search(f.text, m, fnuz)) {
-        if (nvidia)
-          k.raise(TaskClass::Impossible, f.path + ":" + firstLineWith(f.text, m.str()) + " uses " + m.str() +
-                                             ", an MI300 FP8 type that Triton's CUDA backend cannot convert");
-        else
-          k.reasons.push_back(f.path + " uses " + m.str() + " (an AMD FP8 type)");
-      }
-      if (nvidia && std::regex_search(f.text, m, amdOption))
-        k.needCompat(compat::kTritonAmdOptions, f.path + ":" + firstLineWith(f.text, m.str()) + " passes the AMD-only Triton option " +
-                                                    m.str() + ", which akad drops on NVIDIA (recorded in the result)");
+      if (isPython(f)) checkTritonSource(k, f, nvidia);
+      continue;
     }
-    if ((family == Family::Hip2Hip || family == Family::Torch2Hip) && isNativeSource(f) && nvidia) {
-      for (std::sregex_iterator it(f.text.begin(), f.text.end(), rocmHeader), e; it != e; ++it) {
-        const std::string header = (*it)[1];
-        if (shimmedHeaders().count(header))
-          k.needCompat(compat::kRocmTorchHeaders, f.path + " includes the ROCm-PyTorch header " + header + ", shimmed onto CUDA PyTorch's");
-        else
-          k.raise(TaskClass::NeedsEdit, f.path + " includes the ROCm-PyTorch header " + header + ", for which akad has no shim");
-      }
-      std::smatch m;
-      if (std::regex_search(f.text, m, hipblas))
-        k.needCompat(compat::kHipblas, f.path + " calls hipBLAS, mapped onto cuBLAS");
-      std::smatch hr, th;
-      if (std::regex_search(f.text, hr, hipRuntime) && std::regex_search(f.text, th, torchHeader) &&
-          hr.position(0) < th.position(0))
-        k.needCompat(compat::kHipRuntimeMacros, f.path + " includes hip/hip_runtime.h before torch's headers");
-      if (f.text.find("__builtin_amdgcn_") != std::string::npos)
-        k.raise(TaskClass::NeedsEdit, f.path + " calls AMD GPU builtins (__builtin_amdgcn_*), which have no CUDA counterpart");
-    }
+    if ((family == Family::Hip2Hip || family == Family::Torch2Hip) && isNativeSource(f) && nvidia)
+      checkHipSourceOnNvidia(k, f);
   }
   if (hasHip && nvidia && (family == Family::Hip2Hip || family == Family::Torch2Hip)) {
     if (usesCppExtension)
@@ -246,6 +265,20 @@ Classification classifyTask(const std::string& name, const AkaTaskConfig& c, con
     else
       k.needCompat(compat::kHipToolchain, ".hip sources, built with akad's HIP-on-CUDA headers and hipcc");
   }
+}
+
+}  // namespace
+
+Classification classifyTask(const std::string& name, const AkaTaskConfig& c, const std::vector<TaskFile>& files,
+                            Platform platform) {
+  Classification k;
+  const Family family = familyOf(name, c);
+  FilesByPath byPath;
+  for (const auto& f : files) byPath[f.path] = &f;
+  checkConfigAgainstFiles(k, c, family, byPath);
+  checkPlatform(k, c, platform);
+  checkCommands(k, c, byPath);
+  checkFiles(k, files, family, platform == Platform::Nvidia);
   if (k.reasons.empty() || k.cls == TaskClass::Unchanged)
     k.reasons.insert(k.reasons.begin(), "no rule found anything this platform lacks");
   return k;

@@ -22,7 +22,6 @@ void dropScoringData(const fs::path& scoreRoot) {
 
 namespace {
 
-
 // The seccomp policies the sandboxes ran under, by content, so a result names exactly what
 // confined the agent.
 json policyHashes() {
@@ -34,17 +33,152 @@ json policyHashes() {
   return out;
 }
 
+void enterStage(const AttemptServices& s, const std::string& name) {
+  if (s.on_stage) s.on_stage(name);
+}
+
+// The agent runs as the attempt's own uid (the candidate's), which owns its workspace.
+struct AgentIdentity {
+  uid_t uid;
+  gid_t gid;
+};
+
+AgentIdentity agentIdentity(const ScoringEnvironment& env) {
+  if (env.candidate_uid != 0) return {env.candidate_uid, env.candidate_gid};
+  return {env.sandbox_uid, env.sandbox_gid};
+}
+
+// prepare: a fresh workspace file system at `ws`, filled for the agent and owned by it;
+// unmounted and removed when the returned Workspace goes, however the attempt ends.
+Result<Workspace> prepareWorkspace(const Task& task, const AttemptServices& s, const fs::path& ws, AgentIdentity who) {
+  unmountEverythingUnder(ws);  // what an earlier run of this attempt may have left
+  std::error_code ec;
+  fs::remove_all(ws, ec);
+  auto workspace = Workspace::create(ws, s.workspace_limits, who.uid, who.gid);
+  if (!workspace) return workspace.error();
+  if (auto st = prepareAgentWorkspace(task, s.scoring.tasks_root, ws); !st) return st.error();
+  if (who.uid != 0)
+    if (auto st = chownTree(ws, who.uid, who.gid); !st) return st.error();
+  return workspace;
+}
+
+// The agent stage's outcome and the GPU it had (for the snapshot's manifest; the lease itself
+// is given back before the snapshot is taken).
+struct AgentRun {
+  json result;
+  std::vector<std::string> gpu_ids;
+  std::string gpu_model;
+};
+
+Result<AgentRun> runAgent(const AttemptPlan& plan, const AttemptServices& s, const fs::path& ws, const fs::path& logs,
+                          AgentIdentity who) {
+  AttemptServices::StageGpu agentGpu;
+  if (plan.task->gpu && s.lease_gpu) {
+    auto leased = s.lease_gpu("agent");
+    if (!leased) return leased.error();
+    agentGpu = std::move(*leased);
+  }
+  AgentStageOptions ao;
+  ao.image = s.agent_image ? *s.agent_image : s.scoring.image;
+  ao.gpus = agentGpu.gpu_ids;
+  ao.credentials = plan.credentials;
+  ao.time_limit_s = plan.agent_time_limit_s;
+  ao.allow_network = s.allow_agent_network;
+  ao.logs_dir = logs;
+  ao.outside_uid = who.uid;
+  ao.outside_gid = who.gid;
+  ao.canceller = s.scoring.canceller;
+  auto agent = runAgentStage(*plan.task, plan.agent, ws, ao);
+  if (!agent) return agent.error();
+  return AgentRun{std::move(*agent), agentGpu.gpu_ids, agentGpu.model};
+}
+
+// snapshot: the workspace as a deterministic archive in the store, with what produced it.
+Result<snapshot::Manifest> snapshotWorkspace(const AttemptPlan& plan, const AttemptServices& s, const fs::path& ws,
+                                             const AgentRun& agent) {
+  const Task& task = *plan.task;
+  snapshot::CreateOptions co;
+  co.exclude = task.exclude;
+  json meta = {{"task", task.id},
+               {"task_hash", task.content_hash},
+               {"attempt", plan.attempt_id},
+               {"run", plan.run_id},
+               {"agent", plan.agent.name},
+               {"image", s.scoring.image.name},
+               {"gpu", agent.gpu_ids.empty() ? json(nullptr) : json(agent.gpu_ids.front())},
+               {"gpu_model", agent.gpu_model.empty() ? json(nullptr) : json(agent.gpu_model)},
+               {"policies", policyHashes()},
+               {"agent_status", agent.result["status"]},
+               {"created_at", static_cast<int64_t>(::time(nullptr))}};
+  auto manifest = s.snapshots->add(ws, co, meta);
+  if (!manifest) return Error{"snapshot of the workspace failed: " + manifest.error().message};
+  return manifest;
+}
+
+// prepare -> agent -> snapshot; returns the snapshot's hash, made durable by on_snapshot.
+Result<std::string> runAgentSide(const AttemptPlan& plan, const AttemptServices& s, const fs::path& dir,
+                                 const fs::path& logs, json& result) {
+  enterStage(s, "prepare");
+  const fs::path ws = dir / "workspace";
+  const AgentIdentity who = agentIdentity(s.scoring);
+  auto workspace = prepareWorkspace(*plan.task, s, ws, who);
+  if (!workspace) return workspace.error();
+
+  enterStage(s, "agent");
+  auto agent = runAgent(plan, s, ws, logs, who);
+  if (!agent) return agent.error();
+  if (s.scoring.canceller && s.scoring.canceller->cancelled()) return Error{"cancelled"};
+  result["agent"] = agent->result;
+
+  enterStage(s, "snapshot");
+  auto manifest = snapshotWorkspace(plan, s, ws, *agent);
+  if (!manifest) return manifest.error();
+  result["snapshot_skipped"] = manifest->skipped;
+  if (s.on_snapshot)
+    if (auto st = s.on_snapshot(manifest->archive_sha256); !st) return st.error();
+  workspace->remove();  // the snapshot is the truth from here on
+  return manifest->archive_sha256;
+}
+
+// score: the snapshot extracted under a fresh score-*/ and scored; the extracted candidate and
+// the scoring's data go on every way out, its logs and plans stay.
+Result<json> scoreSnapshot(const AttemptPlan& plan, const AttemptServices& s, const fs::path& dir,
+                           const std::string& sha) {
+  auto archive = s.snapshots->openVerified(sha);
+  if (!archive) return Error{"snapshot " + sha + " cannot be scored: " + archive.error().message};
+  const fs::path scoreRoot = dir / ("score-" + randomHex(4));
+  const fs::path candidate = scoreRoot / "candidate";
+  std::error_code ec;
+  fs::create_directories(scoreRoot, ec);
+  struct DropScoringData {
+    fs::path root;
+    ~DropScoringData() { dropScoringData(root); }
+  } dropOnExit{scoreRoot};
+  if (auto st = snapshot::extractArchive(*archive, candidate, snapshot::Limits{}); !st)
+    return Error{"snapshot " + sha + " was refused at extraction: " + st.error().message};
+  ScoringEnvironment env = s.scoring;
+  AttemptServices::StageGpu scoreGpu;  // held until scoring ends
+  if (plan.task->gpu && s.lease_gpu) {
+    env.acquire_gpus = [&]() -> Result<std::vector<std::string>> {
+      auto leased = s.lease_gpu("score");
+      if (!leased) return leased.error();
+      scoreGpu = std::move(*leased);
+      return scoreGpu.gpu_ids;
+    };
+  }
+  env.on_gate = [&](const std::string& g) { enterStage(s, "score:" + g); };
+  auto scored = scoreCandidate(*plan.task, candidate, scoreRoot / "gates", env);
+  if (!scored) return scored.error();
+  (*scored)["scoring_dir"] = (scoreRoot / "gates").string();
+  return scored;
+}
+
 }  // namespace
 
 Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   const auto started = std::chrono::steady_clock::now();
-  const Task& task = *plan.task;
   const fs::path dir = s.attempts_dir / std::to_string(plan.attempt_id);
   const fs::path logs = dir / "logs";
-  auto stage = [&](const std::string& name) {
-    if (s.on_stage) s.on_stage(name);
-  };
-  auto cancelled = [&] { return s.scoring.canceller && s.scoring.canceller->cancelled(); };
   std::error_code ec;
   fs::create_directories(logs, ec);
   if (ec) return Error{"cannot create " + logs.string() + ": " + ec.message()};
@@ -54,95 +188,16 @@ Result<json> runAttempt(const AttemptPlan& plan, const AttemptServices& s) {
   if (plan.snapshot) {
     sha = *plan.snapshot;
   } else {
-    stage("prepare");
-    const fs::path ws = dir / "workspace";
-    unmountEverythingUnder(ws);  // what an earlier run of this attempt may have left
-    fs::remove_all(ws, ec);
-    // The agent runs as the attempt's own uid (the candidate's), which owns its workspace.
-    const uid_t agentUid = s.scoring.candidate_uid != 0 ? s.scoring.candidate_uid : s.scoring.sandbox_uid;
-    const gid_t agentGid = s.scoring.candidate_uid != 0 ? s.scoring.candidate_gid : s.scoring.sandbox_gid;
-    // Unmounted and removed when this scope ends, however it ends.
-    auto workspace = Workspace::create(ws, s.workspace_limits, agentUid, agentGid);
-    if (!workspace) return workspace.error();
-    if (auto st = prepareAgentWorkspace(task, s.scoring.tasks_root, ws); !st) return st.error();
-    if (agentUid != 0)
-      if (auto st = chownTree(ws, agentUid, agentGid); !st) return st.error();
-
-    stage("agent");
-    AttemptServices::StageGpu agentGpu;
-    if (task.gpu && s.lease_gpu) {
-      auto leased = s.lease_gpu("agent");
-      if (!leased) return leased.error();
-      agentGpu = std::move(*leased);
-    }
-    AgentStageOptions ao;
-    ao.image = s.agent_image ? *s.agent_image : s.scoring.image;
-    ao.gpus = agentGpu.gpu_ids;
-    ao.credentials = plan.credentials;
-    ao.time_limit_s = plan.agent_time_limit_s;
-    ao.allow_network = s.allow_agent_network;
-    ao.logs_dir = logs;
-    ao.outside_uid = agentUid;
-    ao.outside_gid = agentGid;
-    ao.canceller = s.scoring.canceller;
-    auto agent = runAgentStage(task, plan.agent, ws, ao);
-    agentGpu.holder.reset();  // the GPU is free while the snapshot is taken
-    if (!agent) return agent.error();
-    if (cancelled()) return Error{"cancelled"};
-    result["agent"] = *agent;
-
-    stage("snapshot");
-    snapshot::CreateOptions co;
-    co.exclude = task.exclude;
-    json meta = {{"task", task.id},
-                 {"task_hash", task.content_hash},
-                 {"attempt", plan.attempt_id},
-                 {"run", plan.run_id},
-                 {"agent", plan.agent.name},
-                 {"image", s.scoring.image.name},
-                 {"gpu", agentGpu.gpu_ids.empty() ? json(nullptr) : json(agentGpu.gpu_ids.front())},
-                 {"gpu_model", agentGpu.model.empty() ? json(nullptr) : json(agentGpu.model)},
-                 {"policies", policyHashes()},
-                 {"agent_status", (*agent)["status"]},
-                 {"created_at", static_cast<int64_t>(::time(nullptr))}};
-    auto manifest = s.snapshots->add(ws, co, meta);
-    if (!manifest) return Error{"snapshot of the workspace failed: " + manifest.error().message};
-    sha = manifest->archive_sha256;
-    result["snapshot_skipped"] = manifest->skipped;
-    if (s.on_snapshot)
-      if (auto st = s.on_snapshot(sha); !st) return st.error();
-    workspace->remove();  // the snapshot is the truth from here on
+    auto made = runAgentSide(plan, s, dir, logs, result);
+    if (!made) return made.error();
+    sha = *made;
   }
   result["snapshot"] = sha;
 
-  stage("score");
-  auto archive = s.snapshots->openVerified(sha);
-  if (!archive) return Error{"snapshot " + sha + " cannot be scored: " + archive.error().message};
-  const fs::path scoreRoot = dir / ("score-" + randomHex(4));
-  const fs::path candidate = scoreRoot / "candidate";
-  fs::create_directories(scoreRoot, ec);
-  // The extracted candidate and the scoring's data go on every way out; logs and plans stay.
-  struct DropScoringData {
-    fs::path root;
-    ~DropScoringData() { dropScoringData(root); }
-  } dropOnExit{scoreRoot};
-  if (auto st = snapshot::extractArchive(*archive, candidate, snapshot::Limits{}); !st)
-    return Error{"snapshot " + sha + " was refused at extraction: " + st.error().message};
-  ScoringEnvironment env = s.scoring;
-  AttemptServices::StageGpu scoreGpu;  // held until scoring ends
-  if (task.gpu && s.lease_gpu) {
-    env.acquire_gpus = [&]() -> Result<std::vector<std::string>> {
-      auto leased = s.lease_gpu("score");
-      if (!leased) return leased.error();
-      scoreGpu = std::move(*leased);
-      return scoreGpu.gpu_ids;
-    };
-  }
-  env.on_gate = [&](const std::string& g) { stage("score:" + g); };
-  auto scored = scoreCandidate(task, candidate, scoreRoot / "gates", env);
+  enterStage(s, "score");
+  auto scored = scoreSnapshot(plan, s, dir, sha);
   if (!scored) return scored.error();
   for (auto& [k, v] : scored->items()) result[k] = v;
-  result["scoring_dir"] = (scoreRoot / "gates").string();
   // Where the time went: inside the commands (agent, builds, runners, checker) or in the
   // pipeline itself (copies, sandbox set-up, snapshot, store).
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

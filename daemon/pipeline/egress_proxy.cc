@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
 #include "common/log.h"
 #include "common/time_text.h"
@@ -108,6 +109,108 @@ std::string numericAddress(const sockaddr* a) {
   if (a->sa_family == AF_INET) ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
   else ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, buf, sizeof buf);
   return buf;
+}
+
+// A request the proxy does not carry: the HTTP status the client gets (0: the client sent
+// nothing, so nothing is answered) and the reason logged.
+struct Refusal {
+  int status;
+  std::string reason;
+};
+
+// What the client asked for: a tunnel (CONNECT) or one plain http request.
+struct ProxyRequest {
+  std::string method, host;
+  int port = 0;
+  bool tunnel = false;
+  std::string forwardHead;  // plain http: the head the server gets
+};
+
+// Reads up to the end of the request head (kept with its last header's CRLF); `rest` is what
+// came after it.
+std::optional<Refusal> readRequestHead(int client, int stopFd, std::string& head, std::string& rest) {
+  char buf[65536];
+  std::size_t headEnd = std::string::npos;
+  while (headEnd == std::string::npos) {
+    pollfd p[2] = {{client, POLLIN, 0}, {stopFd, POLLIN, 0}};
+    if (::poll(p, 2, 10000) <= 0 || p[1].revents != 0) return Refusal{0, "no request"};
+    const ssize_t n = ::recv(client, buf, sizeof buf, 0);
+    if (n <= 0) return Refusal{0, "no request"};
+    head.append(buf, static_cast<std::size_t>(n));
+    headEnd = head.find("\r\n\r\n");
+    if (headEnd == std::string::npos && head.size() > kMaxHead) return Refusal{400, "request head too large"};
+  }
+  rest = head.substr(headEnd + 4);
+  head.resize(headEnd + 2);
+  return std::nullopt;
+}
+
+// Origin form for the server; the proxy's own headers stay here. One request per connection:
+// the server is told to close after its answer, so a client's next request comes as a new
+// connection, checked against the list and logged on its own (a kept-alive connection would
+// carry it to this server unchecked and unlogged).
+std::string originFormHead(const std::string& head, std::size_t lineEnd, const std::string& method,
+                           const std::string& path, const std::string& version) {
+  std::string forward = method + " " + path + " " + version + "\r\nConnection: close\r\n";
+  std::size_t pos = lineEnd + 2;
+  while (pos < head.size()) {
+    const auto e = head.find("\r\n", pos);
+    const std::string line = head.substr(pos, e - pos);
+    const std::string name = lower(line.substr(0, line.find(':')));
+    if (name.rfind("proxy-", 0) != 0 && name != "connection" && name != "keep-alive") forward += line + "\r\n";
+    pos = e + 2;
+  }
+  return forward + "\r\n";
+}
+
+std::optional<Refusal> parseRequest(const std::string& head, ProxyRequest& request) {
+  const auto lineEnd = head.find("\r\n");
+  const std::string requestLine = head.substr(0, lineEnd);
+  const auto sp1 = requestLine.find(' '), sp2 = requestLine.rfind(' ');
+  if (sp1 == std::string::npos || sp2 == sp1) return Refusal{400, "malformed request line"};
+  const std::string target = requestLine.substr(sp1 + 1, sp2 - sp1 - 1), version = requestLine.substr(sp2 + 1);
+  request.method = requestLine.substr(0, sp1);
+  request.tunnel = request.method == "CONNECT";
+  if (request.tunnel) {
+    if (!splitAuthority(target, request.host, request.port)) return Refusal{400, "CONNECT needs host:port"};
+    return std::nullopt;
+  }
+  if (lower(target.substr(0, 7)) != "http://")
+    return Refusal{400, "only CONNECT and absolute http:// requests are proxied"};
+  const auto pathStart = target.find('/', 7);
+  const std::string authority = target.substr(7, pathStart == std::string::npos ? std::string::npos : pathStart - 7);
+  if (!splitAuthority(authority.find(':') == std::string::npos || authority.back() == ']' ? authority + ":80" : authority,
+                      request.host, request.port))
+    return Refusal{400, "malformed http:// target"};
+  request.forwardHead = originFormHead(head, lineEnd, request.method,
+                                       pathStart == std::string::npos ? "/" : target.substr(pathStart), version);
+  return std::nullopt;
+}
+
+// Resolves the host itself and connects to the first address the rule allows.
+std::optional<Refusal> connectUpstream(const ProxyRequest& request, const EgressRule& rule,
+                                       std::chrono::seconds timeout, UniqueFd& up, std::string& address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(request.host.c_str(), std::to_string(request.port).c_str(), &hints, &found) != 0 || found == nullptr)
+    return Refusal{502, "cannot resolve " + request.host};
+  int upstream = -1;
+  std::string why = "cannot connect to " + request.host + ":" + std::to_string(request.port);
+  for (addrinfo* ai = found; ai != nullptr && upstream < 0; ai = ai->ai_next) {
+    const std::string a = numericAddress(ai->ai_addr);
+    if (isNonPublicAddress(a) && !rule.allow_private) {
+      why = request.host + " resolves to " + a + ", a private, loopback or link-local address";
+      continue;
+    }
+    upstream = connectWithin(ai->ai_addr, ai->ai_addrlen, timeout);
+    if (upstream >= 0) address = a;
+  }
+  ::freeaddrinfo(found);
+  if (upstream < 0) return Refusal{why.find("private") != std::string::npos ? 403 : 502, why};
+  up.reset(upstream);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -258,124 +361,65 @@ void EgressProxy::serve(int client) {
     entry["duration_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     record(std::move(entry));
   };
-  auto refuse = [&](int status, const std::string& reason) {
-    deny(client, status, reason);
-    finish({{"reason", reason}});
+  auto refuse = [&](const Refusal& refusal) {
+    if (refusal.status != 0) deny(client, refusal.status, refusal.reason);
+    finish({{"reason", refusal.reason}});
   };
 
-  // The request head.
-  std::string head;
-  char buf[65536];
-  std::size_t headEnd = std::string::npos;
-  while (headEnd == std::string::npos) {
-    pollfd p[2] = {{client, POLLIN, 0}, {stopPipeRead_.get(), POLLIN, 0}};
-    if (::poll(p, 2, 10000) <= 0 || p[1].revents != 0) return finish({{"reason", "no request"}});
-    const ssize_t n = ::recv(client, buf, sizeof buf, 0);
-    if (n <= 0) return finish({{"reason", "no request"}});
-    head.append(buf, static_cast<std::size_t>(n));
-    headEnd = head.find("\r\n\r\n");
-    if (headEnd == std::string::npos && head.size() > kMaxHead) return refuse(400, "request head too large");
-  }
-  std::string rest = head.substr(headEnd + 4);
-  head.resize(headEnd + 2);  // keep the last header's CRLF
-  const auto lineEnd = head.find("\r\n");
-  const std::string requestLine = head.substr(0, lineEnd);
-  const auto sp1 = requestLine.find(' '), sp2 = requestLine.rfind(' ');
-  if (sp1 == std::string::npos || sp2 == sp1) return refuse(400, "malformed request line");
-  const std::string method = requestLine.substr(0, sp1), target = requestLine.substr(sp1 + 1, sp2 - sp1 - 1),
-                    version = requestLine.substr(sp2 + 1);
-  std::string host, forwardHead;
-  int port = 0;
-  const bool tunnel = method == "CONNECT";
-  if (tunnel) {
-    if (!splitAuthority(target, host, port)) return refuse(400, "CONNECT needs host:port");
-  } else {
-    if (lower(target.substr(0, 7)) != "http://") return refuse(400, "only CONNECT and absolute http:// requests are proxied");
-    const auto pathStart = target.find('/', 7);
-    const std::string authority = target.substr(7, pathStart == std::string::npos ? std::string::npos : pathStart - 7);
-    if (!splitAuthority(authority.find(':') == std::string::npos || authority.back() == ']' ? authority + ":80" : authority,
-                        host, port))
-      return refuse(400, "malformed http:// target");
-    // Origin form for the server; the proxy's own headers stay here. One request per
-    // connection: the server is told to close after its answer, so a client's next request
-    // comes as a new connection, checked against the list and logged on its own (a kept-alive
-    // connection would carry it to this server unchecked and unlogged).
-    forwardHead = method + " " + (pathStart == std::string::npos ? "/" : target.substr(pathStart)) + " " + version +
-                  "\r\nConnection: close\r\n";
-    std::size_t pos = lineEnd + 2;
-    while (pos < head.size()) {
-      const auto e = head.find("\r\n", pos);
-      const std::string line = head.substr(pos, e - pos);
-      const std::string name = lower(line.substr(0, line.find(':')));
-      if (name.rfind("proxy-", 0) != 0 && name != "connection" && name != "keep-alive") forwardHead += line + "\r\n";
-      pos = e + 2;
-    }
-    forwardHead += "\r\n";
-  }
-  entry["host"] = host;
-  entry["port"] = port;
-  entry["method"] = method;
+  std::string head, rest;
+  if (auto refusal = readRequestHead(client, stopPipeRead_.get(), head, rest)) return refuse(*refusal);
+  ProxyRequest request;
+  if (auto refusal = parseRequest(head, request)) return refuse(*refusal);
+  entry["host"] = request.host;
+  entry["port"] = request.port;
+  entry["method"] = request.method;
 
   const EgressRule* rule = nullptr;
   for (const auto& r : policy_.allow)
-    if (r.host == host && r.port == port) rule = &r;
-  if (rule == nullptr) return refuse(403, host + ":" + std::to_string(port) + " is not on the agent's allow list");
-
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr)
-    return refuse(502, "cannot resolve " + host);
-  int upstream = -1;
-  std::string address, why = "cannot connect to " + host + ":" + std::to_string(port);
-  for (addrinfo* ai = found; ai != nullptr && upstream < 0; ai = ai->ai_next) {
-    const std::string a = numericAddress(ai->ai_addr);
-    if (isNonPublicAddress(a) && !rule->allow_private) {
-      why = host + " resolves to " + a + ", a private, loopback or link-local address";
-      continue;
-    }
-    upstream = connectWithin(ai->ai_addr, ai->ai_addrlen, policy_.connect_timeout);
-    if (upstream >= 0) address = a;
-  }
-  ::freeaddrinfo(found);
-  if (upstream < 0) return refuse(why.find("private") != std::string::npos ? 403 : 502, why);
-  UniqueFd up(upstream);
+    if (r.host == request.host && r.port == request.port) rule = &r;
+  if (rule == nullptr)
+    return refuse({403, request.host + ":" + std::to_string(request.port) + " is not on the agent's allow list"});
+  UniqueFd up;
+  std::string address;
+  if (auto refusal = connectUpstream(request, *rule, policy_.connect_timeout, up, address)) return refuse(*refusal);
   entry["address"] = address;
   entry["allowed"] = true;
 
-  std::uint64_t bytesUp = 0, bytesDown = 0;
-  std::string endReason = "closed";
-  if (tunnel) {
+  if (request.tunnel) {
     const std::string ok = "HTTP/1.1 200 Connection Established\r\n\r\n";
     writeAll(client, ok.data(), ok.size());
   } else {
-    rest = forwardHead + rest;
+    rest = request.forwardHead + rest;
   }
   if (!rest.empty()) {
     if (!spend(rest.size())) return finish({{"reason", "byte limit"}, {"bytes_up", 0}, {"bytes_down", 0}});
     writeAll(up.get(), rest.data(), rest.size());
-    bytesUp += rest.size();
   }
-  // Relay both ways until either side closes, the stream idles past the limit, the attempt's
-  // bytes are spent or the proxy stops.
+  const Relayed relayed = relay(client, up.get());
+  finish({{"bytes_up", rest.size() + relayed.bytes_up}, {"bytes_down", relayed.bytes_down}, {"end", relayed.end}});
+}
+
+// Both ways until either side closes, the stream idles past the limit, the attempt's bytes are
+// spent or the proxy stops.
+EgressProxy::Relayed EgressProxy::relay(int client, int upstream) {
+  Relayed relayed;
+  char buf[65536];
   bool clientOpen = true, upOpen = true;
   while (clientOpen && upOpen) {
-    pollfd p[3] = {{client, POLLIN, 0}, {up.get(), POLLIN, 0}, {stopPipeRead_.get(), POLLIN, 0}};
+    pollfd p[3] = {{client, POLLIN, 0}, {upstream, POLLIN, 0}, {stopPipeRead_.get(), POLLIN, 0}};
     const int r = ::poll(p, 3, static_cast<int>(policy_.idle_timeout.count() * 1000));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
-      endReason = "idle timeout";
+      relayed.end = "idle timeout";
       break;
     }
     if (p[2].revents != 0) {
-      endReason = "the attempt's agent stage ended";
+      relayed.end = "the attempt's agent stage ended";
       break;
     }
-    bool over = false;
-    for (int side = 0; side < 2 && !over; ++side) {
+    for (int side = 0; side < 2; ++side) {
       if (p[side].revents == 0) continue;
-      const int from = side == 0 ? client : up.get(), to = side == 0 ? up.get() : client;
+      const int from = side == 0 ? client : upstream, to = side == 0 ? upstream : client;
       const ssize_t n = ::recv(from, buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         (side == 0 ? clientOpen : upOpen) = false;
@@ -384,19 +428,17 @@ void EgressProxy::serve(int client) {
       }
       if (n < 0) continue;
       if (!spend(static_cast<std::uint64_t>(n))) {
-        over = true;
-        endReason = "byte limit";
-        break;
+        relayed.end = "byte limit";
+        return relayed;
       }
       if (!writeAll(to, buf, static_cast<std::size_t>(n))) {
         clientOpen = upOpen = false;
         break;
       }
-      (side == 0 ? bytesUp : bytesDown) += static_cast<std::uint64_t>(n);
+      (side == 0 ? relayed.bytes_up : relayed.bytes_down) += static_cast<std::uint64_t>(n);
     }
-    if (over) break;
   }
-  finish({{"bytes_up", bytesUp}, {"bytes_down", bytesDown}, {"end", endReason}});
+  return relayed;
 }
 
 }  // namespace akad

@@ -65,7 +65,13 @@ class EgressProxy {
  private:
   EgressProxy(std::filesystem::path path, UniqueFd listener, EgressPolicy policy);
   void acceptLoop();
+  // One connection: its request head, the allow list, the server, then the relay.
   void serve(int client);
+  struct Relayed {
+    std::uint64_t bytes_up = 0, bytes_down = 0;
+    std::string end = "closed";
+  };
+  Relayed relay(int client, int upstream);
   void record(nlohmann::json entry);
   bool spend(std::uint64_t bytes);  // false once the attempt's byte budget is gone
 

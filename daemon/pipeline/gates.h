@@ -1,7 +1,8 @@
 #pragma once
 // The gates (docs/scoring.md): correctness and performance of one phase, as a single runner
-// process checked by akacheck, or as a trusted driver and the candidate's worker; and the
-// reference's generation of every case's inputs and expected outputs before them.
+// process checked by akacheck (gates.cc), or as a trusted driver and the candidate's worker
+// (driven_gates.cc); and the reference's generation of every case's inputs and expected
+// outputs before them (gates.cc).
 
 #include <cstdint>
 #include <filesystem>
@@ -18,6 +19,8 @@ namespace akad {
 
 // A gate's verdict: {"pass": ..., "reason": ...}.
 nlohmann::json gate(bool pass, const std::string& reason);
+// The first failed case of akacheck's verdict, "name: reason".
+std::string firstFailure(const nlohmann::json& verdict);
 
 // The phase's cases: per configuration, correctness seeds and timed input sets.
 Phase makePhase(const std::string& name, const std::vector<nlohmann::json>& configs, const TaskTiming& timing,

@@ -161,6 +161,52 @@ std::vector<std::string> akaboxArgv(const fs::path& akabox, const SandboxRequest
   return a;
 }
 
+namespace {
+
+// The sandbox's environment as a spec of its own in a memfd, to be inherited as fd 4: only root
+// (akabox's owner) can read it there.
+Result<UniqueFd> environmentFile(const std::map<std::string, std::string>& env) {
+  UniqueFd made(::memfd_create("akabox-env", MFD_CLOEXEC));
+  if (made.get() < 0) return errnoError("cannot create the environment file for akabox");
+  // Above the numbers the child dup2s onto, so that neither copy overwrites it.
+  UniqueFd envFd(::fcntl(made.get(), F_DUPFD_CLOEXEC, 10));
+  if (envFd.get() < 0) return errnoError("cannot create the environment file for akabox");
+  const std::string spec = nlohmann::json{{"env", env}}.dump();
+  for (size_t done = 0; done < spec.size();) {
+    const ssize_t n = ::pwrite(envFd.get(), spec.data() + done, spec.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return errnoError("cannot write the environment file for akabox");
+    done += static_cast<size_t>(n);
+  }
+  return envFd;
+}
+
+// The result JSON akabox wrote on fd 3, with its wait status: what the sandbox's command did.
+Result<SandboxOutcome> readOutcome(const std::string& json, int status, const std::string& akabox) {
+  SandboxOutcome out;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && json.empty())
+    return Error{"cannot execute " + akabox + " (is akabox built? set AKABOX to its path)"};
+  try {
+    out.result = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::exception&) {
+    return Error{"akabox (" + akabox + ") gave no readable result JSON; its exit status was " +
+                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))};
+  }
+  if (!out.result.is_object()) return Error{"akabox's result is not a JSON object"};
+  auto number = [&](const char* key, double fallback) {
+    auto it = out.result.find(key);
+    return (it != out.result.end() && it->is_number()) ? it->get<double>() : fallback;
+  };
+  auto st = out.result.find("status");
+  out.status = (st != out.result.end() && st->is_string()) ? st->get<std::string>() : "setup-failed";
+  out.exit_code = static_cast<int>(number("exit_code", -1));
+  out.wall_s = number("wall_s", 0);
+  out.cpu_s = number("cpu_s", 0);
+  return out;
+}
+
+}  // namespace
+
 Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCanceller* canceller) {
   if (request.command.empty()) return Error{"sandbox request without a command"};
   std::vector<std::string> args = akaboxArgv(akaboxPath(), request);
@@ -169,22 +215,11 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
   std::vector<std::string> env = akaboxEnvironment();
   std::vector<char*> envp = pointersTo(env);
 
-  // The sandbox's environment as a spec of its own in a memfd, inherited as fd 4: only root
-  // (akabox's owner) can read it there.
   UniqueFd envFd;
   if (!request.env.empty()) {
-    UniqueFd made(::memfd_create("akabox-env", MFD_CLOEXEC));
-    if (made.get() < 0) return errnoError("cannot create the environment file for akabox");
-    // Above the numbers the child dup2s onto, so that neither copy overwrites it.
-    envFd = UniqueFd(::fcntl(made.get(), F_DUPFD_CLOEXEC, 10));
-    if (envFd.get() < 0) return errnoError("cannot create the environment file for akabox");
-    const std::string spec = nlohmann::json{{"env", request.env}}.dump();
-    for (size_t done = 0; done < spec.size();) {
-      const ssize_t n = ::pwrite(envFd.get(), spec.data() + done, spec.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return errnoError("cannot write the environment file for akabox");
-      done += static_cast<size_t>(n);
-    }
+    auto made = environmentFile(request.env);
+    if (!made) return made.error();
+    envFd = std::move(*made);
   }
 
   int fds[2];
@@ -229,26 +264,9 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
   }
   if (canceller) canceller->detach();
 
-  SandboxOutcome out;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && json.empty())
-    return Error{"cannot execute " + args[0] + " (is akabox built? set AKABOX to its path)"};
-  try {
-    out.result = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::exception&) {
-    return Error{"akabox (" + args[0] + ") gave no readable result JSON; its exit status was " +
-                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))};
-  }
-  if (!out.result.is_object()) return Error{"akabox's result is not a JSON object"};
-  auto number = [&](const char* key, double fallback) {
-    auto it = out.result.find(key);
-    return (it != out.result.end() && it->is_number()) ? it->get<double>() : fallback;
-  };
-  auto st = out.result.find("status");
-  out.status = (st != out.result.end() && st->is_string()) ? st->get<std::string>() : "setup-failed";
-  out.exit_code = static_cast<int>(number("exit_code", -1));
-  out.wall_s = number("wall_s", 0);
-  out.cpu_s = number("cpu_s", 0);
-  if (canceller) canceller->addCommandSeconds(out.wall_s);
+  auto out = readOutcome(json, status, args[0]);
+  if (!out) return out.error();
+  if (canceller) canceller->addCommandSeconds(out->wall_s);
   return out;
 }
 

@@ -14,7 +14,7 @@ using nlohmann::json;
 // scoreCandidate's steps, in order: the scoring directories, the trusted build
 // (trusted_build.cc), the scoring workspace (prepare.cc), the compile gate, the plans and
 // seeds, the GPU lease, the reference's data, then correctness and performance of the visible
-// and the held-out phase (gates.cc), and the result (score_result.cc).
+// and the held-out phase (gates.cc, driven_gates.cc), and the result (score_result.cc).
 
 namespace akad {
 namespace {

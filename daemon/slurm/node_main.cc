@@ -69,54 +69,104 @@ void onTerm(int) {
   if (g_canceller) g_canceller->cancel();
 }
 
-Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path& outDir) {
+Result<slurm::AttemptJobSpec> readJobSpec(const fs::path& jobDir) {
   auto specText = readFileLimited(jobDir / "spec.json", 1 << 20);
   if (!specText) return specText.error();
   json specJson = json::parse(*specText, nullptr, false);
   if (specJson.is_discarded()) return Error{"spec.json is not JSON"};
-  auto spec = slurm::specFromJson(specJson);
-  if (!spec) return spec.error();
+  return slurm::specFromJson(specJson);
+}
 
+// The run's credentials, if the front end left them: read once and removed, so a requeued job
+// runs without them.
+Result<std::map<std::string, std::string>> takeCredentials(const fs::path& jobDir) {
   std::map<std::string, std::string> credentials;
   const fs::path credFile = jobDir / "credentials.json";
-  if (fs::exists(credFile)) {
-    auto text = readFileLimited(credFile, 1 << 20);
-    std::error_code ec;
-    fs::remove(credFile, ec);  // read once; a requeued job runs without them
-    if (!text) return text.error();
-    json c = json::parse(*text, nullptr, false);
-    if (!c.is_object()) return Error{"credentials.json is malformed"};
-    for (const auto& [k, v] : c.items())
-      if (v.is_string()) credentials[k] = v.get<std::string>();
-  }
+  if (!fs::exists(credFile)) return credentials;
+  auto text = readFileLimited(credFile, 1 << 20);
+  std::error_code ec;
+  fs::remove(credFile, ec);
+  if (!text) return text.error();
+  json c = json::parse(*text, nullptr, false);
+  if (!c.is_object()) return Error{"credentials.json is malformed"};
+  for (const auto& [k, v] : c.items())
+    if (v.is_string()) credentials[k] = v.get<std::string>();
+  return credentials;
+}
 
-  const fs::path shared = jobDir.parent_path().parent_path();
-  const fs::path defRoot = taskVersionRoot(shared / "tasks", spec->task_hash);
-  auto task = loadTask(taskVersionDir(shared / "tasks", spec->task_hash, spec->task_id));
-  if (!task) return Error{"the task " + spec->task_id + " cannot be loaded on this node: " + task.error().message};
-  if (task->content_hash != spec->task_hash)
-    return Error{"the task " + spec->task_id + " in the shared area does not hash to " + spec->task_hash};
-  auto agent = agentFromJson(spec->agent);
-  if (!agent) return agent.error();
-  auto images = attemptImages(spec->images_dir, *task, *agent);
-  if (!images) return images.error();
+// The task version the front end put in the shared area (<shared>/tasks/<hash>/def), checked
+// against its hash.
+Result<Task> loadSharedTask(const fs::path& defRoot, const slurm::AttemptJobSpec& spec) {
+  auto task = loadTask(defRoot / fs::path(spec.task_id));
+  if (!task) return Error{"the task " + spec.task_id + " cannot be loaded on this node: " + task.error().message};
+  if (task->content_hash != spec.task_hash)
+    return Error{"the task " + spec.task_id + " in the shared area does not hash to " + spec.task_hash};
+  return task;
+}
 
+// The daemon's settings as the spec carries them, with node-local folders under `work`.
+Result<AttemptSetup> nodeSetup(const slurm::AttemptJobSpec& spec, const fs::path& work, const fs::path& defRoot) {
   AttemptSetup setup;
   setup.attempts_dir = work / "attempts";
   setup.tasks_def_root = defRoot;
   setup.trusted_cache = work / "tasks";
-  setup.images_dir = spec->images_dir;
-  setup.akacheck = spec->akacheck;
-  setup.allow_agent_network = spec->allow_agent_network;
-  setup.workspace_limits.bytes = spec->workspace_bytes;
-  setup.workspace_limits.inodes = spec->workspace_inodes;
-  setup.sandbox_uid = spec->sandbox_uid;
-  setup.sandbox_gid = spec->sandbox_gid;
+  setup.images_dir = spec.images_dir;
+  setup.akacheck = spec.akacheck;
+  setup.allow_agent_network = spec.allow_agent_network;
+  setup.workspace_limits.bytes = spec.workspace_bytes;
+  setup.workspace_limits.inodes = spec.workspace_inodes;
+  setup.sandbox_uid = spec.sandbox_uid;
+  setup.sandbox_gid = spec.sandbox_gid;
   std::error_code ec;
   for (const fs::path& d : {setup.attempts_dir, setup.trusted_cache}) {
     fs::create_directories(d, ec);
     if (ec) return Error{"cannot create " + d.string() + ": " + ec.message()};
   }
+  return setup;
+}
+
+// The attempt's services on this node: stages recorded durably in `outDir`, the snapshot's hash
+// kept for the front end, the job's own GPU for GPU tasks.
+AttemptServices nodeServices(const AttemptSetup& setup, const AttemptImages& images, snapshot::SnapshotStore& store,
+                             const slurm::AttemptJobSpec& spec, const Task& task, const fs::path& outDir,
+                             SandboxCanceller& canceller, std::optional<std::string>& snapshotSha) {
+  AttemptServices s = baseServices(setup, images, &store);
+  if (spec.candidate_uid != 0) {
+    s.scoring.candidate_uid = spec.candidate_uid;
+    s.scoring.candidate_gid = spec.candidate_uid;
+  }
+  s.scoring.canceller = &canceller;
+  s.on_stage = [outDir](const std::string& stage) {
+    if (auto st = writeFileDurably(outDir / "stage", stage + "\n"); !st)
+      log::warn("cannot record the stage: ", st.error().message);
+  };
+  s.on_snapshot = [&snapshotSha](const std::string& sha) -> Status {
+    snapshotSha = sha;
+    return {};
+  };
+  // GPU tasks: Slurm allocated this job's GPU through gres; the sandboxes get that one.
+  if (task.gpu)
+    s.lease_gpu = [gpu = allocatedGpu()](const std::string&) -> Result<AttemptServices::StageGpu> {
+      if (gpu.empty()) return Error{"this node gave the job no GPU (AKAD_NODE_GPU is not set)"};
+      return AttemptServices::StageGpu{nullptr, {gpu}, envOr("AKAD_NODE_GPU_MODEL", "")};
+    };
+  return s;
+}
+
+Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path& outDir) {
+  auto spec = readJobSpec(jobDir);
+  if (!spec) return spec.error();
+  auto credentials = takeCredentials(jobDir);
+  if (!credentials) return credentials.error();
+  const fs::path defRoot = taskVersionRoot(jobDir.parent_path().parent_path() / "tasks", spec->task_hash);
+  auto task = loadSharedTask(defRoot, *spec);
+  if (!task) return task.error();
+  auto agent = agentFromJson(spec->agent);
+  if (!agent) return agent.error();
+  auto images = attemptImages(spec->images_dir, *task, *agent);
+  if (!images) return images.error();
+  auto setup = nodeSetup(*spec, work, defRoot);
+  if (!setup) return setup.error();
   snapshot::SnapshotStore store(work / "snapshots");
 
   AttemptPlan plan;
@@ -124,7 +174,7 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
   plan.run_id = spec->run_id;
   plan.task = &*task;
   plan.agent = *agent;
-  plan.credentials = credentials;
+  plan.credentials = *credentials;
   plan.agent_time_limit_s = spec->agent_time_limit_s;
   if (spec->snapshot) {
     auto m = store.importVerified(jobDir / "snapshot.tar.zst", *spec->snapshot);
@@ -134,28 +184,8 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
 
   SandboxCanceller canceller;
   g_canceller = &canceller;
-  AttemptServices s = baseServices(setup, *images, &store);
-  if (spec->candidate_uid != 0) {
-    s.scoring.candidate_uid = spec->candidate_uid;
-    s.scoring.candidate_gid = spec->candidate_uid;
-  }
-  s.scoring.canceller = &canceller;
-  s.on_stage = [&](const std::string& stage) {
-    if (auto st = writeFileDurably(outDir / "stage", stage + "\n"); !st)
-      log::warn("cannot record the stage: ", st.error().message);
-  };
   std::optional<std::string> snapshotSha;
-  s.on_snapshot = [&](const std::string& sha) -> Status {
-    snapshotSha = sha;
-    return {};
-  };
-  // GPU tasks: Slurm allocated this job's GPU through gres; the sandboxes get that one.
-  const std::string gpu = allocatedGpu();
-  if (task->gpu)
-    s.lease_gpu = [&](const std::string&) -> Result<AttemptServices::StageGpu> {
-      if (gpu.empty()) return Error{"this node gave the job no GPU (AKAD_NODE_GPU is not set)"};
-      return AttemptServices::StageGpu{nullptr, {gpu}, envOr("AKAD_NODE_GPU_MODEL", "")};
-    };
+  const AttemptServices s = nodeServices(*setup, *images, store, *spec, *task, outDir, canceller, snapshotSha);
   auto result = runAttempt(plan, s);
   g_canceller = nullptr;
   if (!result) return result.error();

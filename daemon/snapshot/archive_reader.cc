@@ -129,39 +129,10 @@ Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
   const char* rawName = archive_entry_pathname_utf8(e);
   if (rawName == nullptr) rawName = archive_entry_pathname(e);
   std::string raw = rawName ? rawName : "";
-  if (++entries_ > limits_.max_files)
-    return refuse(raw, "more than max_files (" + std::to_string(limits_.max_files) + ") entries");
-  if (raw.empty()) return refuse(raw, "empty path");
-  if (raw.size() > limits_.max_path_bytes)
-    return refuse(raw.substr(0, 64) + "...", "path is " + std::to_string(raw.size()) + " bytes, above max_path_bytes (" +
-                                                 std::to_string(limits_.max_path_bytes) + ")");
-  if (raw.front() == '/') return refuse(raw, "absolute path");
-  if (!isValidUtf8(raw)) return refuse(raw, "path is not valid UTF-8");
-  if (archive_entry_hardlink(e) != nullptr || archive_entry_hardlink_utf8(e) != nullptr) {
-    const char* to = archive_entry_hardlink_utf8(e) ? archive_entry_hardlink_utf8(e) : archive_entry_hardlink(e);
-    return refuse(raw, "hardlinks are not allowed (to '" + displayPath(to) + "')");
-  }
-
+  if (auto s = checkRawPath(e, raw); !s) return s.error();
   CheckedEntry c;
-  size_t start = 0;
-  while (start <= raw.size()) {
-    size_t end = raw.find('/', start);
-    if (end == std::string::npos) end = raw.size();
-    std::string comp = raw.substr(start, end - start);
-    start = end + 1;
-    if (comp.empty() || comp == ".") continue;
-    if (comp == "..") return refuse(raw, "'..' in path");
-    c.components.push_back(std::move(comp));
-  }
-  mode_t ft = archive_entry_filetype(e);
-  if (ft == AE_IFREG) c.type = EntryType::File;
-  else if (ft == AE_IFDIR) c.type = EntryType::Dir;
-  else if (ft == AE_IFLNK) c.type = EntryType::Symlink;
-  else {
-    const char* kind = ft == AE_IFCHR ? "character device" : ft == AE_IFBLK ? "block device" : ft == AE_IFIFO ? "fifo"
-                       : ft == AE_IFSOCK ? "socket" : "unknown entry type";
-    return refuse(raw, std::string(kind) + " entries are not allowed");
-  }
+  if (auto s = splitPath(raw, c); !s) return s.error();
+  if (auto s = checkType(e, raw, c); !s) return s.error();
   if (c.components.empty()) {
     // "./" as written by `tar -C dir .`: the root itself, nothing to create.
     if (c.type == EntryType::Dir) {
@@ -174,7 +145,64 @@ Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
     return refuse(raw.substr(0, 64) + "...", "depth " + std::to_string(c.components.size()) + " above max_depth (" +
                                                  std::to_string(limits_.max_depth) + ")");
   for (size_t i = 0; i < c.components.size(); ++i) c.path += (i ? "/" : "") + c.components[i];
+  if (auto s = checkModeAndContent(e, c); !s) return s.error();
+  if (auto s = checkPlaceInTree(c); !s) return s.error();
 
+  currentPath_ = c.path;
+  currentSize_ = c.size;
+  return std::optional<CheckedEntry>(std::move(c));
+}
+
+// The entry's name as stored: counted against max_files, then its size, shape and encoding; no
+// hardlinks.
+Status ArchiveReader::checkRawPath(archive_entry* e, const std::string& raw) {
+  if (++entries_ > limits_.max_files)
+    return refuse(raw, "more than max_files (" + std::to_string(limits_.max_files) + ") entries");
+  if (raw.empty()) return refuse(raw, "empty path");
+  if (raw.size() > limits_.max_path_bytes)
+    return refuse(raw.substr(0, 64) + "...", "path is " + std::to_string(raw.size()) + " bytes, above max_path_bytes (" +
+                                                 std::to_string(limits_.max_path_bytes) + ")");
+  if (raw.front() == '/') return refuse(raw, "absolute path");
+  if (!isValidUtf8(raw)) return refuse(raw, "path is not valid UTF-8");
+  if (archive_entry_hardlink(e) != nullptr || archive_entry_hardlink_utf8(e) != nullptr) {
+    const char* to = archive_entry_hardlink_utf8(e) ? archive_entry_hardlink_utf8(e) : archive_entry_hardlink(e);
+    return refuse(raw, "hardlinks are not allowed (to '" + displayPath(to) + "')");
+  }
+  return {};
+}
+
+// Components without "", "." and (refused) "..".
+Status ArchiveReader::splitPath(const std::string& raw, CheckedEntry& c) {
+  size_t start = 0;
+  while (start <= raw.size()) {
+    size_t end = raw.find('/', start);
+    if (end == std::string::npos) end = raw.size();
+    std::string comp = raw.substr(start, end - start);
+    start = end + 1;
+    if (comp.empty() || comp == ".") continue;
+    if (comp == "..") return refuse(raw, "'..' in path");
+    c.components.push_back(std::move(comp));
+  }
+  return {};
+}
+
+// Files, directories and symlinks only.
+Status ArchiveReader::checkType(archive_entry* e, const std::string& raw, CheckedEntry& c) {
+  mode_t ft = archive_entry_filetype(e);
+  if (ft == AE_IFREG) c.type = EntryType::File;
+  else if (ft == AE_IFDIR) c.type = EntryType::Dir;
+  else if (ft == AE_IFLNK) c.type = EntryType::Symlink;
+  else {
+    const char* kind = ft == AE_IFCHR ? "character device" : ft == AE_IFBLK ? "block device" : ft == AE_IFIFO ? "fifo"
+                       : ft == AE_IFSOCK ? "socket" : "unknown entry type";
+    return refuse(raw, std::string(kind) + " entries are not allowed");
+  }
+  return {};
+}
+
+// No setuid/setgid bits and no sparse data; a file's declared size within the limits, a
+// symlink's target inside the tree.
+Status ArchiveReader::checkModeAndContent(archive_entry* e, CheckedEntry& c) {
   mode_t mode = archive_entry_mode(e);
   if (mode & (S_ISUID | S_ISGID)) return refuse(c.path, "setuid/setgid bits are not allowed");
   c.perm = mode & 0777;
@@ -197,9 +225,12 @@ Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
     if (c.linkTarget.size() > limits_.max_path_bytes) return refuse(c.path, "symlink target above max_path_bytes");
     if (auto p = symlinkTargetProblem(c.components, c.linkTarget); !p.empty()) return refuse(c.path, displayPath(p));
   }
+  return {};
+}
 
-  // Parents must be directories (explicit or implied); a parent that is a file or a symlink
-  // would make this entry write through it.
+// Parents must be directories (explicit or implied); a parent that is a file or a symlink
+// would make this entry write through it. No path twice, but for a directory.
+Status ArchiveReader::checkPlaceInTree(const CheckedEntry& c) {
   std::string prefix;
   for (size_t i = 0; i + 1 < c.components.size(); ++i) {
     prefix += (i ? "/" : "") + c.components[i];
@@ -213,10 +244,7 @@ Result<std::optional<CheckedEntry>> ArchiveReader::readEntry(bool& skip) {
   auto [it, inserted] = seen_.emplace(c.path, c.type);
   if (!inserted && !(it->second == EntryType::Dir && c.type == EntryType::Dir))
     return refuse(c.path, "appears twice in the archive (as " + typeName(it->second) + " and " + typeName(c.type) + ")");
-
-  currentPath_ = c.path;
-  currentSize_ = c.size;
-  return std::optional<CheckedEntry>(std::move(c));
+  return {};
 }
 
 Status ArchiveReader::readData(const std::function<Status(const char*, size_t)>& sink) {

@@ -57,7 +57,13 @@ class ArchiveReader {
 
  private:
   ArchiveReader(UniqueFd fd, const Limits& limits, bool hashCompressed);
+  // One header, judged in steps; sets `skip` for the root's own "./" entry.
   Result<std::optional<CheckedEntry>> readEntry(bool& skip);
+  Status checkRawPath(archive_entry* e, const std::string& raw);
+  Status splitPath(const std::string& raw, CheckedEntry& c);
+  Status checkType(archive_entry* e, const std::string& raw, CheckedEntry& c);
+  Status checkModeAndContent(archive_entry* e, CheckedEntry& c);
+  Status checkPlaceInTree(const CheckedEntry& c);
   static la_ssize_t readCallback(archive*, void* client, const void** buf);
   Error archiveError(const std::string& what);
   Status checkRatio();
