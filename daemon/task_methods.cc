@@ -23,6 +23,58 @@ namespace proto = protocol;
 
 namespace {
 
+// One task of a tasks.validate: its image, a GPU if it needs one (the same rule as an attempt's,
+// gpu_eligibility.h, with no model asked for), then validateTask. Returns the task's row.
+json validateOne(DaemonContext& ctx, const std::string& id, double minSpeedup, BackgroundJob& job,
+                 const std::shared_ptr<Responder>& r) {
+  json row = {{"task", id}};
+  auto task = ctx.tasks.load(id);
+  if (!task) {
+    row["ok"] = false;
+    row["problems"] = {task.error().message};
+  } else {
+    r->event({{"task", id}, {"state", "validating"}});
+    const auto& cfg = ctx.scheduler->config();
+    ScoringEnvironment env;
+    env.tasks_root = ctx.tasks.root();
+    env.trusted_cache = ctx.stateDir / "tasks";  // the scheduler's: one trusted build per task version
+    env.akacheck = cfg.akacheck;
+    env.sandbox_uid = cfg.sandbox_uid;
+    env.sandbox_gid = cfg.sandbox_gid;
+    env.canceller = job.canceller();
+    auto image = loadImageProfile(ctx.imagesDir, task->image);
+    std::unique_ptr<GpuLease> lease;
+    const GpuRequest want = gpuRequestOf(image ? image->requires_gpu_vendor : "", json::object());
+    const bool servable = !task->gpu || ctx.gpus->exists(want);
+    if (image && task->gpu && servable) {
+      auto g = ctx.gpus->acquire("tasks validate " + id, want, [&] { return r->done() || job.stopping(); });
+      if (g) {
+        lease = std::make_unique<GpuLease>(*ctx.gpus, g);
+        env.gpus = {g->id};
+      }
+    }
+    if (!image) {
+      row["ok"] = false;
+      row["problems"] = {image.error().message};
+    } else if (!servable) {
+      row["ok"] = false;
+      row["problems"] = {"the task needs " + want.describe() + " and this daemon has none (akactl gpus)"};
+    } else if (task->gpu && env.gpus.empty()) {
+      row["ok"] = false;
+      row["problems"] = {"the task needs a GPU and none was free before validation stopped"};
+    } else {
+      env.image = *image;
+      auto v = validateTask(*task, env, ctx.stateDir / "validate" / randomHex(4), minSpeedup);
+      if (v) row = *v;
+      else {
+        row["ok"] = false;
+        row["problems"] = {v.error().message};
+      }
+    }
+  }
+  return row;
+}
+
 void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Responder> r) {
   if (auto s = proto::allowOnly(params, {"tasks", "min_speedup"}); !s) return r->finish(s.error());
   std::vector<std::string> selectors;
@@ -54,52 +106,7 @@ void validateTasks(DaemonContext& ctx, const json& params, std::shared_ptr<Respo
     bool allOk = true;
     for (const auto& id : ids) {
       if (r->done() || job.stopping()) return r->finish(Error{"validation stopped", proto::kShuttingDown});
-      json row = {{"task", id}};
-      auto task = ctx.tasks.load(id);
-      if (!task) {
-        row["ok"] = false;
-        row["problems"] = {task.error().message};
-      } else {
-        r->event({{"task", id}, {"state", "validating"}});
-        const auto& cfg = ctx.scheduler->config();
-        ScoringEnvironment env;
-        env.tasks_root = ctx.tasks.root();
-        env.trusted_cache = ctx.stateDir / "tasks";  // the scheduler's: one trusted build per task version
-        env.akacheck = cfg.akacheck;
-        env.sandbox_uid = cfg.sandbox_uid;
-        env.sandbox_gid = cfg.sandbox_gid;
-        env.canceller = job.canceller();
-        auto image = loadImageProfile(ctx.imagesDir, task->image);
-        std::unique_ptr<GpuLease> lease;
-        // The same GPU rule as an attempt's (gpu_eligibility.h), with no model asked for.
-        const GpuRequest want = gpuRequestOf(image ? image->requires_gpu_vendor : "", json::object());
-        const bool servable = !task->gpu || ctx.gpus->exists(want);
-        if (image && task->gpu && servable) {
-          auto g = ctx.gpus->acquire("tasks validate " + id, want, [&] { return r->done() || job.stopping(); });
-          if (g) {
-            lease = std::make_unique<GpuLease>(*ctx.gpus, g);
-            env.gpus = {g->id};
-          }
-        }
-        if (!image) {
-          row["ok"] = false;
-          row["problems"] = {image.error().message};
-        } else if (!servable) {
-          row["ok"] = false;
-          row["problems"] = {"the task needs " + want.describe() + " and this daemon has none (akactl gpus)"};
-        } else if (task->gpu && env.gpus.empty()) {
-          row["ok"] = false;
-          row["problems"] = {"the task needs a GPU and none was free before validation stopped"};
-        } else {
-          env.image = *image;
-          auto v = validateTask(*task, env, ctx.stateDir / "validate" / randomHex(4), minSpeedup);
-          if (v) row = *v;
-          else {
-            row["ok"] = false;
-            row["problems"] = {v.error().message};
-          }
-        }
-      }
+      const json row = validateOne(ctx, id, minSpeedup, job, r);
       allOk = allOk && row.value("ok", false);
       r->event({{"task", id}, {"state", "done"}, {"result", row}});
       results.push_back(row);

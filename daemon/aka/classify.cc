@@ -10,13 +10,10 @@
 namespace akad::aka {
 namespace {
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-bool isPython(const TaskFile& f) { return endsWith(f.path, ".py"); }
+bool isPython(const TaskFile& f) { return f.path.ends_with(".py"); }
 bool isNativeSource(const TaskFile& f) {
   for (const char* ext : {".hip", ".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c", ".inc"})
-    if (endsWith(f.path, ext)) return true;
+    if (f.path.ends_with(ext)) return true;
   return false;
 }
 
@@ -49,7 +46,7 @@ std::string scriptOf(const std::string& command) {
       const std::string& a = words[j];
       if (a == "-c" || a == "-m") return {};
       if (a.empty() || a[0] == '-') continue;
-      if (endsWith(a, ".py") || endsWith(a, ".sh")) return a;
+      if (a.ends_with(".py") || a.ends_with(".sh")) return a;
       return {};
     }
     return {};
@@ -247,7 +244,7 @@ void checkFiles(Classification& k, const std::vector<TaskFile>& files, Family fa
     if (f.symlink) k.raise(TaskClass::NeedsEdit, f.path + " is a symlink; akad imports regular files only");
     if (f.lfs_pointer) k.raise(TaskClass::NeedsEdit, f.path + " is a Git LFS pointer, not its data (run git lfs pull in the checkout)");
     if (f.too_large) k.raise(TaskClass::NeedsEdit, f.path + " is larger than akad imports");
-    if (endsWith(f.path, ".hip")) hasHip = true;
+    if (f.path.ends_with(".hip")) hasHip = true;
     if (!f.scanned) continue;
     if (isPython(f) && f.text.find("cpp_extension") != std::string::npos) usesCppExtension = true;
     checkHelpersAndLibraries(k, f, nvidia);

@@ -12,13 +12,9 @@ constexpr std::size_t kMaxTaskBytes = 1ull << 30;    // all of them
 constexpr std::size_t kMaxScannedBytes = 4 << 20;    // source files the rules read
 constexpr std::size_t kMaxHelperBytes = 4 << 20;
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool isScannedSource(const std::string& path) {
   for (const char* ext : {".py", ".hip", ".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c", ".inc", ".sh"})
-    if (endsWith(path, ext)) return true;
+    if (path.ends_with(ext)) return true;
   return false;
 }
 
@@ -30,7 +26,7 @@ ReadFile* findContent(TaskFolder& folder, const std::string& rel) {
 
 bool usesRocmbenchHelper(const TaskFolder& folder) {
   for (const auto& c : folder.contents)
-    if (c.rel.find('/') == std::string::npos && endsWith(c.rel, ".py") &&
+    if (c.rel.find('/') == std::string::npos && c.rel.ends_with(".py") &&
         (c.rel == kRocmbenchHelper || c.bytes.find("performance_utils_pytest") != std::string::npos))
       return true;
   return false;

@@ -182,12 +182,12 @@ Result<UniqueFd> environmentFile(const std::map<std::string, std::string>& env) 
 }
 
 // The result JSON akabox wrote on fd 3, with its wait status: what the sandbox's command did.
-Result<SandboxOutcome> readOutcome(const std::string& json, int status, const std::string& akabox) {
+Result<SandboxOutcome> readOutcome(const std::string& text, int status, const std::string& akabox) {
   SandboxOutcome out;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && json.empty())
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && text.empty())
     return Error{"cannot execute " + akabox + " (is akabox built? set AKABOX to its path)"};
   try {
-    out.result = nlohmann::json::parse(json);
+    out.result = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
     return Error{"akabox (" + akabox + ") gave no readable result JSON; its exit status was " +
                  std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))};
