@@ -47,11 +47,7 @@ json drivenCorrectnessGate(const GateRunner& g, const fs::path& trustedDir, cons
   if (!verdict) return gate(false, verdict.error().message);
   json result = gate(true, "");
   result["run"] = r->worker.result;
-  result["cases"] = (*verdict)["cases"];
-  if (!(*verdict)["ok"].get<bool>()) {
-    result["pass"] = false;
-    result["reason"] = "wrong output: " + firstFailure(*verdict);
-  }
+  applyVerdict(result, *verdict);
   return result;
 }
 

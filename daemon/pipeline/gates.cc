@@ -23,6 +23,14 @@ std::string firstFailure(const json& verdict) {
   return "wrong output";
 }
 
+void applyVerdict(json& result, const json& verdict) {
+  result["cases"] = verdict["cases"];
+  if (!verdict["ok"].get<bool>()) {
+    result["pass"] = false;
+    result["reason"] = "wrong output: " + firstFailure(verdict);
+  }
+}
+
 json gate(bool pass, const std::string& reason) {
   json g = {{"pass", pass}};
   if (!reason.empty()) g["reason"] = reason;
@@ -87,11 +95,7 @@ json correctnessGate(const GateRunner& g, const fs::path& candidateDir, const Ph
   }
   auto verdict = g.runChecker(plan, out, p.name + "-check-verdict");
   if (!verdict) return gate(false, verdict.error().message);
-  result["cases"] = (*verdict)["cases"];
-  if (!(*verdict)["ok"].get<bool>()) {
-    result["pass"] = false;
-    result["reason"] = "wrong output: " + firstFailure(*verdict);
-  }
+  applyVerdict(result, *verdict);
   return result;
 }
 

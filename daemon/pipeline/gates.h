@@ -21,6 +21,9 @@ namespace akad {
 nlohmann::json gate(bool pass, const std::string& reason);
 // The first failed case of akacheck's verdict, "name: reason".
 std::string firstFailure(const nlohmann::json& verdict);
+// Folds akacheck's verdict on a correctness run into the gate's result: its cases, and a failed
+// gate ("wrong output: ...") when any case is wrong.
+void applyVerdict(nlohmann::json& result, const nlohmann::json& verdict);
 
 // The phase's cases: per configuration, correctness seeds and timed input sets.
 Phase makePhase(const std::string& name, const std::vector<nlohmann::json>& configs, const TaskTiming& timing,
