@@ -1,9 +1,10 @@
 #pragma once
 // The one validator for the files that configure a run: task.yaml, image profiles, agent
-// definitions, the akabox spec and seccomp policies. Each file is first read into JSON (YAML
-// through yamlToJson, common/yaml_json.h), then checked field by field with a ConfigCheck.
-// A ConfigCheck collects every problem instead of stopping at the first, so an author sees
-// them all at once, one per line: "FILE: 'KEY.PATH' what is wrong".
+// definitions, the akabox spec, seccomp policies, the tenant policy and AKA's config.yaml.
+// Each file is first read into JSON (YAML through yamlToJson, common/yaml_json.h), then
+// checked field by field with a ConfigCheck. A ConfigCheck collects every problem instead of
+// stopping at the first, so an author sees them all at once, one per line: "FILE: 'KEY.PATH'
+// what is wrong" (two files name the key their own way: Naming).
 //
 // The rules are the same in every file (docs/config-files.md):
 // - an unknown key is a problem (onlyKeys), named with the keys that are known (AKA's
