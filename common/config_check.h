@@ -1,12 +1,14 @@
 #pragma once
 // The one validator for the files that configure a run: task.yaml, image profiles, agent
-// definitions, the akabox spec and seccomp policies. Each file is first read into JSON (YAML
-// through yamlToJson, common/yaml_json.h), then checked field by field with a ConfigCheck.
-// A ConfigCheck collects every problem instead of stopping at the first, so an author sees
-// them all at once, one per line: "FILE: 'KEY.PATH' what is wrong".
+// definitions, the akabox spec, seccomp policies, the tenant policy and AKA's config.yaml.
+// Each file is first read into JSON (YAML through yamlToJson, common/yaml_json.h), then
+// checked field by field with a ConfigCheck. A ConfigCheck collects every problem instead of
+// stopping at the first, so an author sees them all at once, one per line: "FILE: 'KEY.PATH'
+// what is wrong" (two files name the key their own way: Naming).
 //
 // The rules are the same in every file (docs/config-files.md):
-// - an unknown key is a problem (onlyKeys), named with the keys that are known;
+// - an unknown key is a problem (onlyKeys), named with the keys that are known (AKA's
+//   config.yaml, a foreign format, does not call it: its reader ignores keys it does not use);
 // - a boolean is true or false: JSON's literals, or the YAML plain scalars true and false.
 //   Nothing else is a boolean: not yes/no/on/off/True/1, not the quoted string "true";
 // - a string field takes a string. In a YAML file it also takes a plain scalar that reads as a
@@ -42,14 +44,24 @@ inline std::string indexPath(const std::string& path, std::size_t i) { return pa
 class ConfigCheck {
  public:
   enum Need { Optional, Required };
+  // How a problem names the key it is about. The files akad defines quote it ("task.yaml:
+  // 'timing.samples' must be ..."). Two files keep the wording their users (and the import
+  // reports and tests) already know: AKA's config.yaml labels it ("x/config.yaml:
+  // compile_timeout: must be ..."), the tenant policy writes it bare ("tenant policy F:
+  // limits.max_connections must be ..."). With Label and Bare, a missing or unknown key is
+  // named by its whole path too.
+  enum class Naming { Quoted, Label, Bare };
 
   // `file` names the file in every problem; `texts` (from yamlToJson) lets string fields take
   // plain YAML scalars as written.
-  explicit ConfigCheck(std::string file, const PlainTexts* texts = nullptr) : file_(std::move(file)), texts_(texts) {}
+  explicit ConfigCheck(std::string file, const PlainTexts* texts = nullptr, Naming naming = Naming::Quoted)
+      : file_(std::move(file)), texts_(texts), naming_(naming) {}
 
   // A problem with the value at `path` ("" for the file as a whole).
   void fail(const std::string& path, const std::string& what) {
-    problems_.push_back(file_ + ": " + (path.empty() ? "" : "'" + path + "' ") + what);
+    std::string key;
+    if (!path.empty()) key = naming_ == Naming::Quoted ? "'" + path + "' " : naming_ == Naming::Label ? path + ": " : path + " ";
+    problems_.push_back(file_ + ": " + key + what);
   }
   bool ok() const { return problems_.empty(); }
   const std::vector<std::string>& problems() const { return problems_; }
@@ -61,19 +73,21 @@ class ConfigCheck {
   }
   Status status() const { return ok() ? Status{} : Status{error()}; }
 
-  // Whether `v` is a map; if not, a problem ("must be a map" and what it should hold).
+  // Whether `v` is a map; if not, a problem ("must be a mapping" and what it should hold).
   bool map(const nlohmann::json& v, const std::string& path, const std::string& holding = "") {
     if (v.is_object()) return true;
-    fail(path, "must be a map" + (holding.empty() ? "" : " of " + holding));
+    fail(path, "must be a mapping" + (holding.empty() ? "" : " of " + holding));
     return false;
   }
 
-  // Every key of `map` that is not in `known` is a problem.
-  void onlyKeys(const nlohmann::json& map, const std::string& path, std::initializer_list<std::string_view> known) {
-    onlyKeys<std::initializer_list<std::string_view>>(map, path, known);
+  // Every key of `map` that is not in `known` is a problem; `noun` says what the keys are
+  // ("unknown field 'x'", "unknown limit 'x'").
+  void onlyKeys(const nlohmann::json& map, const std::string& path, std::initializer_list<std::string_view> known,
+                std::string_view noun = "field") {
+    onlyKeys<std::initializer_list<std::string_view>>(map, path, known, noun);
   }
   template <class Keys>
-  void onlyKeys(const nlohmann::json& map, const std::string& path, const Keys& known) {
+  void onlyKeys(const nlohmann::json& map, const std::string& path, const Keys& known, std::string_view noun = "field") {
     if (!map.is_object()) return;
     for (auto it = map.begin(); it != map.end(); ++it) {
       bool isKnown = false;
@@ -81,9 +95,11 @@ class ConfigCheck {
       if (isKnown) continue;
       std::string list;
       for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      const std::string what = "unknown field '" + it.key() + "' (known: " + list + ")";
-      if (path.empty()) fail("", what);
-      else fail(path, "has an " + what);
+      const std::string unknown = "unknown " + std::string(noun) + " '";
+      const std::string knownText = "' (known: " + list + ")";
+      if (naming_ != Naming::Quoted) fail("", unknown + keyPath(path, it.key()) + knownText);
+      else if (path.empty()) fail("", unknown + it.key() + knownText);
+      else fail(path, "has an " + unknown + it.key() + knownText);
     }
   }
 
@@ -94,16 +110,18 @@ class ConfigCheck {
     if (map.is_object())
       if (auto it = map.find(key); it != map.end()) return &*it;
     if (need == Required) {
-      const std::string what = "missing field '" + key + "'" + (expected.empty() ? "" : " (" + expected + ")");
-      if (path.empty()) fail("", what);
-      else fail(path, "is " + what);
+      const std::string detail = expected.empty() ? "" : " (" + expected + ")";
+      if (naming_ == Naming::Label) fail(keyPath(path, key), "missing" + detail);
+      else if (naming_ == Naming::Bare) fail(keyPath(path, key), "is missing" + detail);
+      else if (path.empty()) fail("", "missing field '" + key + "'" + detail);
+      else fail(path, "is missing field '" + key + "'" + detail);
     }
     return nullptr;
   }
 
-  // Readers of one value: on success they set `out` and return true; otherwise they record the
-  // problem, leave `out` as it was and return false.
-  bool string(const nlohmann::json& v, const std::string& path, std::string& out) {
+  // A scalar's text as a string field reads it (see string), or false, recording nothing: for
+  // a field that a file's own rules let be anything.
+  bool text(const nlohmann::json& v, const std::string& path, std::string& out) const {
     if (v.is_string()) {
       out = v.get<std::string>();
       return true;
@@ -113,6 +131,13 @@ class ConfigCheck {
         out = it->second;
         return true;
       }
+    return false;
+  }
+
+  // Readers of one value: on success they set `out` and return true; otherwise they record the
+  // problem, leave `out` as it was and return false.
+  bool string(const nlohmann::json& v, const std::string& path, std::string& out) {
+    if (text(v, path, out)) return true;
     fail(path, "must be a string");
     return false;
   }
@@ -126,26 +151,30 @@ class ConfigCheck {
     return false;
   }
 
+  // `unit` ("seconds") is named in the problem: "must be a number of seconds".
   template <class T>
-  bool number(const nlohmann::json& v, const std::string& path, T& out, T min, T max) {
+  bool number(const nlohmann::json& v, const std::string& path, T& out, T min, T max, std::string_view unit = {}) {
     static_assert(std::is_arithmetic_v<T>);
+    const std::string unitName(unit);
+    const std::string of = unit.empty() ? "" : " of " + unitName;
     long double got = 0;
     if constexpr (std::is_integral_v<T>) {
       if (v.is_number_unsigned()) got = static_cast<long double>(v.get<uint64_t>());
       else if (v.is_number_integer()) got = static_cast<long double>(v.get<int64_t>());
       else {
-        fail(path, std::string(v.is_number() ? "must be a whole number" : "must be a number") + ", not " + shown(v, path));
+        fail(path, std::string(v.is_number() ? "must be a whole number" : "must be a number") + of + ", not " + shown(v, path));
         return false;
       }
     } else {
       if (!v.is_number()) {
-        fail(path, "must be a number, not " + shown(v, path));
+        fail(path, "must be a number" + of + ", not " + shown(v, path));
         return false;
       }
       got = v.get<long double>();
     }
     if (got < static_cast<long double>(min) || got > static_cast<long double>(max)) {
-      fail(path, "must be between " + numberText(min) + " and " + numberText(max) + ", not " + shown(v, path));
+      fail(path, "must be between " + numberText(min) + " and " + numberText(max) + (unit.empty() ? "" : " ") + unitName +
+                     ", not " + shown(v, path));
       return false;
     }
     out = static_cast<T>(got);
@@ -198,9 +227,10 @@ class ConfigCheck {
     return v ? boolean(*v, keyPath(path, key), out) : true;
   }
   template <class T>
-  bool readNumber(const nlohmann::json& map, const std::string& path, const std::string& key, T& out, T min, T max) {
+  bool readNumber(const nlohmann::json& map, const std::string& path, const std::string& key, T& out, T min, T max,
+                  std::string_view unit = {}) {
     const nlohmann::json* v = member(map, path, key);
-    return v ? number(*v, keyPath(path, key), out, min, max) : true;
+    return v ? number(*v, keyPath(path, key), out, min, max, unit) : true;
   }
   bool readStrings(const nlohmann::json& map, const std::string& path, const std::string& key, std::vector<std::string>& out,
                    Need need = Optional, bool loneString = false) {
@@ -224,14 +254,16 @@ class ConfigCheck {
     if constexpr (std::is_integral_v<T>) {
       return std::to_string(x);
     } else {
+      // All the digits a bound has: a ceiling of 1e6 reads "1000000", not "1e+06".
       char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", static_cast<double>(x));
+      std::snprintf(buf, sizeof buf, "%.15g", static_cast<double>(x));
       return buf;
     }
   }
 
   std::string file_;
   const PlainTexts* texts_;
+  Naming naming_;
   std::vector<std::string> problems_;
 };
 

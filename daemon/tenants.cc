@@ -6,12 +6,11 @@
 
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
-
+#include "common/config_check.h"
 #include "common/log.h"
 #include "common/protocol.h"
+#include "common/yaml_json.h"
 #include "daemon/store.h"
-#include "common/yaml_file.h"
 
 namespace akad {
 
@@ -62,64 +61,31 @@ Status applyTenantLimits(NewRun& run, const Peer& peer, const TenantPolicy& poli
 
 namespace {
 
-// One limit from the policy file: a number >= 0 (integral where the field is a count).
-void readLimit(const YAML::Node& value, const std::string& where, bool integral, double ceiling, double& out,
-               std::vector<std::string>& problems) {
-  double v = 0;
-  try {
-    if (!value.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not a scalar");
-    v = value.as<double>();
-  } catch (const YAML::Exception&) {
-    problems.push_back(where + " must be a number");
-    return;
+// A mapping of limits over `base`, each checked by the one config validator: counts are whole
+// numbers, times and rates any number, all from 0 (no limit) to a ceiling.
+TenantLimits readLimitMap(ConfigCheck& check, const nlohmann::json& node, const std::string& path, TenantLimits base) {
+  if (!check.map(node, path, "limits")) return base;
+  check.onlyKeys(node, path,
+                 {"max_queued_attempts", "max_concurrent_attempts", "max_agent_time_s", "max_connections",
+                  "requests_per_second", "gpu_hours_per_day", "agent_network", "slurm_account"},
+                 "limit");
+  check.readNumber<std::int64_t>(node, path, "max_queued_attempts", base.max_queued_attempts, 0, 10'000'000);
+  check.readNumber<std::int64_t>(node, path, "max_concurrent_attempts", base.max_concurrent_attempts, 0, 10'000);
+  check.readNumber<std::int64_t>(node, path, "max_connections", base.max_connections, 0, 1'000'000);
+  check.readNumber(node, path, "max_agent_time_s", base.max_agent_time_s, 0.0, 86400.0);
+  check.readNumber(node, path, "requests_per_second", base.requests_per_second, 0.0, 1e6);
+  check.readNumber(node, path, "gpu_hours_per_day", base.gpu_hours_per_day, 0.0, 1e6);
+  std::string mode;
+  if (const nlohmann::json* v = check.member(node, path, "agent_network"); v && check.string(*v, keyPath(path, "agent_network"), mode)) {
+    if (mode == "none" || mode == "allow" || mode == "host") base.agent_network = mode;
+    else check.fail(keyPath(path, "agent_network"), "must be none, allow or host");
   }
-  if (!(v >= 0) || v > ceiling) {
-    problems.push_back(where + " must be between 0 (no limit) and " + std::to_string(static_cast<long long>(ceiling)));
-    return;
-  }
-  if (integral && v != static_cast<double>(static_cast<long long>(v))) {
-    problems.push_back(where + " must be a whole number");
-    return;
-  }
-  out = v;
-}
-
-// A mapping of limits over `base`; unknown names are problems.
-TenantLimits readLimits(const YAML::Node& node, const std::string& where, TenantLimits base,
-                        std::vector<std::string>& problems) {
-  if (!node.IsMap()) {
-    problems.push_back(where + " must be a mapping of limits");
-    return base;
-  }
-  for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
-    const std::string at = where + "." + key;
-    double v = 0;
-    auto count = [&](std::int64_t& field, double ceiling) {
-      v = static_cast<double>(field);
-      readLimit(kv.second, at, true, ceiling, v, problems);
-      field = static_cast<std::int64_t>(v);
-    };
-    if (key == "max_queued_attempts") count(base.max_queued_attempts, 1e7);
-    else if (key == "max_concurrent_attempts") count(base.max_concurrent_attempts, 1e4);
-    else if (key == "max_connections") count(base.max_connections, 1e6);
-    else if (key == "max_agent_time_s") readLimit(kv.second, at, false, 86400, base.max_agent_time_s, problems);
-    else if (key == "requests_per_second") readLimit(kv.second, at, false, 1e6, base.requests_per_second, problems);
-    else if (key == "gpu_hours_per_day") readLimit(kv.second, at, false, 1e6, base.gpu_hours_per_day, problems);
-    else if (key == "agent_network") {
-      const std::string mode = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
-      if (mode != "none" && mode != "allow" && mode != "host") problems.push_back(at + " must be none, allow or host");
-      else base.agent_network = mode;
-    } else if (key == "slurm_account") {
-      static const std::regex name("[A-Za-z0-9_.-]{1,64}");
-      const std::string account = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
-      if (!std::regex_match(account, name)) problems.push_back(at + " must be a Slurm account name (letters, digits, _ . -)");
-      else base.slurm_account = account;
-    }
-    else
-      problems.push_back("unknown limit '" + at +
-                         "' (known: max_queued_attempts, max_concurrent_attempts, max_agent_time_s, "
-                         "max_connections, requests_per_second, gpu_hours_per_day, agent_network, slurm_account)");
+  // The account goes on sbatch's command line: nothing that could read as an option.
+  static const std::regex accountName("[A-Za-z0-9_.-]{1,64}");
+  std::string account;
+  if (const nlohmann::json* v = check.member(node, path, "slurm_account"); v && check.string(*v, keyPath(path, "slurm_account"), account)) {
+    if (std::regex_match(account, accountName)) base.slurm_account = account;
+    else check.fail(keyPath(path, "slurm_account"), "must be a Slurm account name (letters, digits, _ . -)");
   }
   return base;
 }
@@ -141,57 +107,43 @@ Result<uid_t> resolveUser(const std::string& who) {
   return found->pw_uid;
 }
 
+// The admins: user names or uids.
+void readAdmins(ConfigCheck& check, const nlohmann::json& root, TenantPolicy& policy) {
+  std::vector<std::string> admins;
+  if (!check.readStrings(root, "", "admins", admins)) return;
+  for (const std::string& who : admins) {
+    if (auto uid = resolveUser(who)) policy.admins.insert(*uid);
+    else check.fail("", "admins: " + uid.error().message);
+  }
+}
+
+// Each tenant's limits over the policy's defaults, by user name or uid.
+void readTenants(ConfigCheck& check, const nlohmann::json& root, TenantPolicy& policy) {
+  const nlohmann::json* tenants = check.member(root, "", "tenants");
+  if (!tenants || !check.map(*tenants, "tenants", "user names or uids to their limits")) return;
+  for (auto it = tenants->begin(); it != tenants->end(); ++it) {
+    auto uid = resolveUser(it.key());
+    if (!uid) check.fail("", "tenants: " + uid.error().message);
+    else policy.tenants[*uid] = readLimitMap(check, *it, keyPath("tenants", it.key()), policy.defaults);
+  }
+}
+
 }  // namespace
 
 Result<TenantPolicy> loadTenantPolicy(const std::filesystem::path& file) {
-  auto loaded = loadYamlFile(file);
+  auto loaded = loadYamlDocument(file);
   if (!loaded) return Error{"tenant policy " + loaded.error().message};
-  YAML::Node root = *loaded;
-  std::vector<std::string> problems;
   TenantPolicy policy;
-  if (root.IsNull()) return policy;  // an empty file: root is the only admin
-  if (!root.IsMap()) return Error{"tenant policy " + file.string() + ": expected a mapping with 'admins', 'limits', 'tenants'"};
-  for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
-    if (key != "admins" && key != "limits" && key != "tenants")
-      problems.push_back("unknown key '" + key + "' (known: admins, limits, tenants)");
-  }
-  if (const YAML::Node limits = root["limits"]) policy.defaults = readLimits(limits, "limits", policy.defaults, problems);
-  if (const YAML::Node tenants = root["tenants"]) {
-    if (!tenants.IsMap()) {
-      problems.push_back("'tenants' must map user names or uids to their limits");
-    } else {
-      for (const auto& kv : tenants) {
-        const std::string who = kv.first.as<std::string>();
-        auto uid = resolveUser(who);
-        if (!uid) {
-          problems.push_back("tenants: " + uid.error().message);
-          continue;
-        }
-        policy.tenants[*uid] = readLimits(kv.second, "tenants." + who, policy.defaults, problems);
-      }
-    }
-  }
-  if (const YAML::Node admins = root["admins"]) {
-    if (!admins.IsSequence()) {
-      problems.push_back("'admins' must be a list of user names or uids");
-    } else {
-      for (const auto& a : admins) {
-        if (!a.IsScalar()) {
-          problems.push_back("'admins' holds something that is not a user name or uid");
-          continue;
-        }
-        auto uid = resolveUser(a.as<std::string>());
-        if (!uid) problems.push_back("admins: " + uid.error().message);
-        else policy.admins.insert(*uid);
-      }
-    }
-  }
-  if (!problems.empty()) {
-    std::string message = "tenant policy " + file.string() + ":";
-    for (const auto& p : problems) message += "\n  " + p;
-    return Error{message};
-  }
+  if (loaded->root.is_null()) return policy;  // an empty file: root is the only admin
+  // Its problems name the key bare ("limits.max_connections must be ..."), as they always have.
+  ConfigCheck check("tenant policy " + file.string(), &loaded->texts, ConfigCheck::Naming::Bare);
+  if (!check.map(loaded->root, "", "admins, limits and tenants")) return check.error();
+  check.onlyKeys(loaded->root, "", {"admins", "limits", "tenants"}, "key");
+  if (const nlohmann::json* limits = check.member(loaded->root, "", "limits"))
+    policy.defaults = readLimitMap(check, *limits, "limits", policy.defaults);
+  readTenants(check, loaded->root, policy);
+  readAdmins(check, loaded->root, policy);
+  if (!check.ok()) return check.error();
   return policy;
 }
 

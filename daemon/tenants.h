@@ -69,7 +69,8 @@ Status applyTenantLimits(NewRun& run, const Peer& peer, const TenantPolicy& poli
 //   limits: {max_queued_attempts: 200, ...}   # every tenant's, replacing the built-in ones
 //   tenants: {bob: {max_concurrent_attempts: 1}, 1005: {...}}   # per tenant, over `limits`
 // Unknown keys, unknown users and anything not in that shape are refused with every problem
-// named. A missing file is an error; main() decides whether a default path may be absent.
+// named, one line each, by the one config validator (common/config_check.h). A missing file is
+// an error; main() decides whether a default path may be absent.
 Result<TenantPolicy> loadTenantPolicy(const std::filesystem::path& file);
 
 }  // namespace akad

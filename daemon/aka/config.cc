@@ -1,161 +1,141 @@
 #include "daemon/aka/config.h"
 
+#include <cctype>
+
 #include <yaml-cpp/yaml.h>
 
+#include "common/config_check.h"
+#include "common/yaml_json.h"
 #include "daemon/aka/checkout.h"
+
+// AKA's config.yaml is AKA's format, not akad's: its tasks carry keys akad does not read (and
+// AKA adds new ones), so unknown keys are ignored here, as they always were, and never refused.
+// Every field akad does read is checked by the one config validator (common/config_check.h),
+// with the problems named "TASK/config.yaml: KEY: what is wrong", as the import reports
+// always named them.
 
 namespace akad::aka {
 namespace {
 
-class ConfigChecker {
- public:
-  explicit ConfigChecker(std::string task) : task_(std::move(task)) {}
-  void fail(const std::string& field, const std::string& what) { problems_.push_back(field + ": " + what); }
-  bool ok() const { return problems_.empty(); }
-  Error error() const {
-    std::string msg = task_ + "/config.yaml:";
-    for (const auto& p : problems_) msg += (problems_.size() > 1 ? "\n  " : " ") + p;
-    return Error{msg};
-  }
+using nlohmann::json;
 
-  // A list of non-empty strings; AKA's own configs always write lists, a lone string is taken
-  // as a list of one (AKA iterates it as a list and would run it character by character, so a
-  // user who wrote one meant one).
-  std::vector<std::string> strings(const YAML::Node& root, const std::string& key, bool required) {
-    std::vector<std::string> out;
-    const YAML::Node n = root[key];
-    if (!n || n.IsNull()) {
-      if (required) fail(key, "missing (a list of strings is required)");
-      return out;
-    }
-    if (n.IsScalar()) {
-      if (n.Scalar().empty()) fail(key, "is an empty string");
-      else out.push_back(n.Scalar());
-      return out;
-    }
-    if (!n.IsSequence()) {
-      fail(key, "must be a list of strings");
-      return out;
-    }
-    for (std::size_t i = 0; i < n.size(); ++i) {
-      if (!n[i].IsScalar() || n[i].Scalar().empty()) {
-        fail(key + "[" + std::to_string(i) + "]", "must be a non-empty string");
-        continue;
-      }
-      out.push_back(n[i].Scalar());
-    }
-    if (required && out.empty() && n.size() == 0) fail(key, "is an empty list");
-    return out;
-  }
+// AKA's evaluator reads its fields with dict.get, so a key with no value is no key at all.
+json withoutNulls(const json& map) {
+  json out = json::object();
+  for (auto it = map.begin(); it != map.end(); ++it)
+    if (!it->is_null()) out[it.key()] = *it;
+  return out;
+}
 
-  std::string string(const YAML::Node& root, const std::string& key, bool required) {
-    const YAML::Node n = root[key];
-    if (!n || n.IsNull()) {
-      if (required) fail(key, "missing (a string is required)");
-      return {};
-    }
-    if (!n.IsScalar()) {
-      fail(key, "must be a string");
-      return {};
-    }
-    return n.Scalar();
+// A list of non-empty strings. AKA's own configs always write lists; a lone string is taken as
+// a list of one (AKA iterates it as a list and would run it character by character, so a user
+// who wrote one meant one).
+std::vector<std::string> readNonEmptyStrings(ConfigCheck& check, const json& root, const std::string& key, ConfigCheck::Need need) {
+  std::vector<std::string> read;
+  const json* v = check.member(root, "", key, need, "a list of strings");
+  if (!v || !check.strings(*v, key, read, true)) return {};
+  if (!v->is_array() && read.front().empty()) {
+    check.fail(key, "is an empty string");
+    return {};
   }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < read.size(); ++i) {
+    if (read[i].empty()) check.fail(indexPath(key, i), "must be a non-empty string");
+    else out.push_back(read[i]);
+  }
+  if (need == ConfigCheck::Required && read.empty()) check.fail(key, "is an empty list");
+  return out;
+}
 
-  void seconds(const YAML::Node& root, const std::string& key, double& out) {
-    const YAML::Node n = root[key];
-    if (!n || n.IsNull()) return;
-    try {
-      const double v = n.as<double>();
-      if (!(v >= 1 && v <= 7 * 86400)) {
-        fail(key, "must be between 1 and 604800 seconds");
-        return;
-      }
-      out = v;
-    } catch (const YAML::Exception&) {
-      fail(key, "must be a number of seconds");
+// A path the config names must stay inside the task folder.
+void checkInside(ConfigCheck& check, const std::string& key, const std::string& path) {
+  if (!path.empty() && !isInsideRelativePath(path))
+    check.fail(key, "'" + path + "' must be a relative path inside the task folder");
+}
+
+// AKA's rocmbench configs also write several names in one entry: "k_runtime_seed,k_const_seed".
+std::vector<std::string> kernelNames(const std::vector<std::string>& entries) {
+  std::vector<std::string> names;
+  for (const std::string& entry : entries) {
+    std::size_t from = 0;
+    while (from <= entry.size()) {
+      std::size_t comma = entry.find(',', from);
+      if (comma == std::string::npos) comma = entry.size();
+      std::string name = entry.substr(from, comma - from);
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      if (!name.empty()) names.push_back(name);
+      from = comma + 1;
     }
   }
+  return names;
+}
 
- private:
-  std::string task_;
-  std::vector<std::string> problems_;
-};
+// prompt: a map with instructions, or the instructions as a string.
+void readPrompt(ConfigCheck& check, const json& root, AkaTaskConfig& c) {
+  const json* prompt = check.member(root, "", "prompt");
+  if (!prompt) return;
+  if (prompt->is_object()) check.readString(withoutNulls(*prompt), "prompt", "instructions", c.instructions);
+  else if (!check.text(*prompt, "prompt", c.instructions)) check.fail("prompt", "must be a map (instructions, ...) or a string");
+}
+
+// AKA treats a malformed platform_support as "runnable" with a warning; so does akad, and says
+// so in the task's notes. Its fields are read when they are scalars and ignored otherwise.
+void readPlatformSupport(const ConfigCheck& check, const json& root, AkaTaskConfig& c) {
+  auto found = root.find("platform_support");
+  if (found == root.end()) return;
+  if (!found->is_object()) {
+    c.notes.push_back("platform_support is not a map; ignored, as AKA does");
+    return;
+  }
+  const json ps = withoutNulls(*found);
+  PlatformSupport& p = c.platform_support;
+  p.present = true;
+  if (std::string s; ps.contains("status") && check.text(ps.at("status"), "platform_support.status", s)) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    p.status = s.empty() ? "active" : s;
+  }
+  if (ps.contains("skip_reason")) check.text(ps.at("skip_reason"), "platform_support.skip_reason", p.skip_reason);
+  if (ps.contains("required_arch") && !check.text(ps.at("required_arch"), "platform_support.required_arch", p.required_arch))
+    c.notes.push_back("platform_support.required_arch is not a string; ignored, as AKA does");
+}
+
+void readFields(ConfigCheck& check, const json& root, AkaTaskConfig& c) {
+  check.readString(root, "", "task_type", c.task_type, ConfigCheck::Required);
+  c.source_files = readNonEmptyStrings(check, root, "source_file_path", ConfigCheck::Required);
+  for (const auto& f : c.source_files) checkInside(check, "source_file_path", f);
+  check.readString(root, "", "target_file_path", c.target_file);
+  checkInside(check, "target_file_path", c.target_file);
+  c.target_kernel_functions = kernelNames(readNonEmptyStrings(check, root, "target_kernel_functions", ConfigCheck::Optional));
+  c.compile = readNonEmptyStrings(check, root, "compile_command", ConfigCheck::Required);
+  c.correctness = readNonEmptyStrings(check, root, "correctness_command", ConfigCheck::Required);
+  c.performance = readNonEmptyStrings(check, root, "performance_command", ConfigCheck::Required);
+  check.readNumber(root, "", "compile_timeout", c.compile_timeout_s, 1.0, 7 * 86400.0, "seconds");
+  check.readNumber(root, "", "correctness_timeout", c.correctness_timeout_s, 1.0, 7 * 86400.0, "seconds");
+  check.readNumber(root, "", "performance_timeout", c.performance_timeout_s, 1.0, 7 * 86400.0, "seconds");
+  check.readString(root, "", "harness_path", c.harness_path);
+  checkInside(check, "harness_path", c.harness_path);
+  readPrompt(check, root, c);
+  readPlatformSupport(check, root, c);
+}
 
 }  // namespace
 
 Result<AkaTaskConfig> parseTaskConfig(const std::string& text, const std::string& task) {
-  YAML::Node root;
+  const std::string file = task + "/config.yaml";
+  YAML::Node node;
   try {
-    root = YAML::Load(text);
+    node = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return Error{task + "/config.yaml: not valid YAML: " + e.what()};
+    return Error{file + ": not valid YAML: " + e.what()};
   }
-  if (!root.IsMap()) return Error{task + "/config.yaml: the top level must be a map of fields"};
-
-  ConfigChecker check(task);
+  PlainTexts texts;
+  auto read = yamlToJson(node, &texts);
+  if (!read) return Error{file + ": " + read.error().message};
+  if (!read->is_object()) return Error{file + ": the top level must be a map of fields"};
+  ConfigCheck check(file, &texts, ConfigCheck::Naming::Label);
   AkaTaskConfig c;
-  try {
-    c.task_type = check.string(root, "task_type", true);
-    c.source_files = check.strings(root, "source_file_path", true);
-    for (const auto& f : c.source_files)
-      if (!isInsideRelativePath(f)) check.fail("source_file_path", "'" + f + "' must be a relative path inside the task folder");
-    c.target_file = check.string(root, "target_file_path", false);
-    if (!c.target_file.empty() && !isInsideRelativePath(c.target_file))
-      check.fail("target_file_path", "'" + c.target_file + "' must be a relative path inside the task folder");
-    // AKA's rocmbench configs also write several names in one entry: "k_runtime_seed,k_const_seed".
-    for (const std::string& entry : check.strings(root, "target_kernel_functions", false)) {
-      std::size_t from = 0;
-      while (from <= entry.size()) {
-        std::size_t comma = entry.find(',', from);
-        if (comma == std::string::npos) comma = entry.size();
-        std::string name = entry.substr(from, comma - from);
-        name.erase(0, name.find_first_not_of(" \t"));
-        name.erase(name.find_last_not_of(" \t") + 1);
-        if (!name.empty()) c.target_kernel_functions.push_back(name);
-        from = comma + 1;
-      }
-    }
-    c.compile = check.strings(root, "compile_command", true);
-    c.correctness = check.strings(root, "correctness_command", true);
-    c.performance = check.strings(root, "performance_command", true);
-    check.seconds(root, "compile_timeout", c.compile_timeout_s);
-    check.seconds(root, "correctness_timeout", c.correctness_timeout_s);
-    check.seconds(root, "performance_timeout", c.performance_timeout_s);
-    c.harness_path = check.string(root, "harness_path", false);
-    if (!c.harness_path.empty() && !isInsideRelativePath(c.harness_path))
-      check.fail("harness_path", "'" + c.harness_path + "' must be a relative path inside the task folder");
-
-    if (const YAML::Node prompt = root["prompt"]; prompt && !prompt.IsNull()) {
-      if (prompt.IsMap()) {
-        c.instructions = check.string(prompt, "instructions", false);
-      } else if (prompt.IsScalar()) {
-        c.instructions = prompt.Scalar();
-      } else {
-        check.fail("prompt", "must be a map (instructions, ...) or a string");
-      }
-    }
-
-    // AKA treats a malformed platform_support as "runnable" with a warning; so does akad, and
-    // says so in the task's notes.
-    if (const YAML::Node ps = root["platform_support"]; ps && !ps.IsNull()) {
-      if (!ps.IsMap()) {
-        c.notes.push_back("platform_support is not a map; ignored, as AKA does");
-      } else {
-        c.platform_support.present = true;
-        if (ps["status"] && ps["status"].IsScalar()) {
-          std::string s = ps["status"].Scalar();
-          for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-          c.platform_support.status = s.empty() ? "active" : s;
-        }
-        if (ps["skip_reason"] && ps["skip_reason"].IsScalar()) c.platform_support.skip_reason = ps["skip_reason"].Scalar();
-        if (ps["required_arch"] && ps["required_arch"].IsScalar()) c.platform_support.required_arch = ps["required_arch"].Scalar();
-        else if (ps["required_arch"] && !ps["required_arch"].IsNull())
-          c.notes.push_back("platform_support.required_arch is not a string; ignored, as AKA does");
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    check.fail("(document)", std::string("cannot be read: ") + e.what());
-  }
+  readFields(check, withoutNulls(*read), c);
   if (!check.ok()) return check.error();
   return c;
 }

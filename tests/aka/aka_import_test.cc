@@ -165,6 +165,83 @@ TEST(AkaConfig, MalformedConfigIsRefusedWithEveryProblemNamed) {
   EXPECT_NE(escaping.error().message.find("must be a relative path inside the task folder"), std::string::npos);
 }
 
+namespace {
+// The fields an AKA task must have, valid.
+const std::string kRequired =
+    "task_type: hip2hip\nsource_file_path: [k.hip]\ncompile_command: [a]\ncorrectness_command: [b]\n"
+    "performance_command: [c]\n";
+}  // namespace
+
+// config.yaml is read by the one config validator: every problem at once, one line each, named
+// "TASK/config.yaml: KEY: what" as the import reports name them.
+TEST(AkaConfig, EveryProblemOfAConfigIsReportedOnALineOfItsOwn) {
+  auto c = parseTaskConfig(
+      "task_type: [hip2hip]\nsource_file_path: [k.hip, '']\ncompile_command: ''\ncorrectness_command: {run: b}\n"
+      "performance_command: [c]\ncompile_timeout: 0\nperformance_timeout: [60]\ntarget_file_path: /etc/passwd\n"
+      "prompt: [do it]\n",
+      "suite/t");
+  ASSERT_FALSE(c);
+  const std::string& m = c.error().message;
+  const std::vector<std::string> lines = test::linesOf(m);
+  EXPECT_EQ(lines.size(), 8u) << m;
+  for (const std::string& line : lines) EXPECT_EQ(line.rfind("suite/t/config.yaml: ", 0), 0u) << line;
+  for (const char* needle : {"task_type: must be a string", "source_file_path[1]: must be a non-empty string",
+                             "compile_command: is an empty string", "correctness_command: must be a list of strings",
+                             "compile_timeout: must be between 1 and 604800 seconds, not 0",
+                             "performance_timeout: must be a number of seconds, not a list",
+                             "target_file_path: '/etc/passwd' must be a relative path inside the task folder",
+                             "prompt: must be a map (instructions, ...) or a string"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+}
+
+// A quoted timeout is a string, as it is to AKA's Python (where it would fail its subprocess
+// call); and YAML 1.1's yes is no boolean but the text written.
+TEST(AkaConfig, AValueOfTheWrongTypeIsRefusedAndPlainScalarsStayAsWritten) {
+  auto quoted = parseTaskConfig(kRequired + "compile_timeout: \"600\"\n", "x");
+  ASSERT_FALSE(quoted);
+  EXPECT_NE(quoted.error().message.find("x/config.yaml: compile_timeout: must be a number of seconds, not '600'"),
+            std::string::npos)
+      << quoted.error().message;
+  auto plain = parseTaskConfig(
+      "task_type: yes\nsource_file_path: 1.10\ncompile_command: [make, 2024]\ncorrectness_command: [b]\n"
+      "performance_command: c\ncompile_timeout: 600\ncorrectness_timeout: 1.5e2\nprompt: 42\n",
+      "x");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->task_type, "yes");
+  EXPECT_EQ(plain->source_files, std::vector<std::string>{"1.10"});
+  EXPECT_EQ(plain->compile, (std::vector<std::string>{"make", "2024"}));
+  EXPECT_EQ(plain->performance, std::vector<std::string>{"c"});
+  EXPECT_EQ(plain->compile_timeout_s, 600);
+  EXPECT_EQ(plain->correctness_timeout_s, 150);
+  EXPECT_EQ(plain->performance_timeout_s, 3600) << "AKA's default";
+  EXPECT_EQ(plain->instructions, "42");
+}
+
+// AKA's tasks carry keys akad does not read (and AKA adds more): they are ignored, never refused.
+// A key with no value is no key, as for AKA's dict.get; platform_support is tolerated as AKA
+// tolerates it.
+TEST(AkaConfig, UnknownKeysAreIgnoredAndEmptyValuesAreAbsent) {
+  auto c = parseTaskConfig(kRequired +
+                               "difficulty: hard\nbenchmark: {suite: rocm, shapes: [[1, 2]]}\ntarget_file_path:\n"
+                               "compile_timeout:\nprompt: {instructions: Go., cheatsheet: none}\n"
+                               "platform_support: {status: SKIP, skip_reason: needs MI300, required_arch: [gfx942], "
+                               "vendor: amd}\n",
+                           "x");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->target_file, "");
+  EXPECT_EQ(c->compile_timeout_s, 3600);
+  EXPECT_EQ(c->instructions, "Go.");
+  EXPECT_TRUE(c->platform_support.present);
+  EXPECT_EQ(c->platform_support.status, "skip");
+  EXPECT_EQ(c->platform_support.skip_reason, "needs MI300");
+  EXPECT_EQ(c->platform_support.required_arch, "");
+  EXPECT_EQ(c->notes, std::vector<std::string>{"platform_support.required_arch is not a string; ignored, as AKA does"});
+  auto missing = parseTaskConfig("task_type: hip2hip\nsource_file_path:\ncompile_command: [a]\n", "x");
+  ASSERT_FALSE(missing);
+  for (const char* needle : {"source_file_path: missing", "correctness_command: missing", "performance_command: missing"})
+    EXPECT_NE(missing.error().message.find(needle), std::string::npos) << needle << " not in:\n" << missing.error().message;
+}
+
 TEST(AkaClassify, OnNvidiaEachClassWithItsReason) {
   Workdir w;
   auto r = w.import(Platform::Nvidia);

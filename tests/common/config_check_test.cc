@@ -153,6 +153,69 @@ TEST(YamlToJson, PlainScalarsReadAsYaml12JsonSchemaQuotedOnesStayStrings) {
   EXPECT_EQ(*nulls, json::parse(R"({"a": null, "b": null, "c": null, "d": "null"})"));
 }
 
+// The tenant policy and AKA's config.yaml keep their own way of naming a key; the rules and the
+// wording of what is wrong are the same. With those namings a missing or unknown key is named by
+// its whole path.
+TEST(ConfigCheck, EachNamingWritesTheSameProblemsWithTheKeyInItsPlace) {
+  const YamlDocument d = yaml("limits: {rate: x, burst: 3, port: 70000}\n");
+  std::vector<std::string> got;
+  for (ConfigCheck::Naming naming : {ConfigCheck::Naming::Quoted, ConfigCheck::Naming::Label, ConfigCheck::Naming::Bare}) {
+    ConfigCheck check("f.yaml", &d.texts, naming);
+    const json& limits = d.root["limits"];
+    check.onlyKeys(limits, "limits", {"rate", "port", "wait"}, "limit");
+    double rate = 1;
+    int port = 0;
+    std::string wait;
+    EXPECT_FALSE(check.readNumber(limits, "limits", "rate", rate, 0.0, 1e6, "requests per second"));
+    EXPECT_FALSE(check.readNumber(limits, "limits", "port", port, 1, 65535));
+    EXPECT_FALSE(check.readString(limits, "limits", "wait", wait, ConfigCheck::Required));
+    EXPECT_EQ(rate, 1) << "a refused value leaves the default";
+    got.push_back(check.error().message);
+  }
+  EXPECT_EQ(got[0],
+            "f.yaml: 'limits' has an unknown limit 'burst' (known: rate, port, wait)\n"
+            "f.yaml: 'limits.rate' must be a number of requests per second, not 'x'\n"
+            "f.yaml: 'limits.port' must be between 1 and 65535, not 70000\n"
+            "f.yaml: 'limits' is missing field 'wait' (a string)");
+  EXPECT_EQ(got[1],
+            "f.yaml: unknown limit 'limits.burst' (known: rate, port, wait)\n"
+            "f.yaml: limits.rate: must be a number of requests per second, not 'x'\n"
+            "f.yaml: limits.port: must be between 1 and 65535, not 70000\n"
+            "f.yaml: limits.wait: missing (a string)");
+  EXPECT_EQ(got[2],
+            "f.yaml: unknown limit 'limits.burst' (known: rate, port, wait)\n"
+            "f.yaml: limits.rate must be a number of requests per second, not 'x'\n"
+            "f.yaml: limits.port must be between 1 and 65535, not 70000\n"
+            "f.yaml: limits.wait is missing (a string)");
+}
+
+TEST(ConfigCheck, ABoundIsWrittenWithAllItsDigitsAndARangeWithItsUnit) {
+  const YamlDocument d = yaml("a: 2000000\nb: 0.5\n");
+  ConfigCheck check("f.yaml", &d.texts);
+  double a = 0, b = 0;
+  EXPECT_FALSE(check.readNumber(d.root, "", "a", a, 0.0, 1e6));
+  EXPECT_FALSE(check.readNumber(d.root, "", "b", b, 1.0, 604800.0, "seconds"));
+  EXPECT_EQ(check.error().message,
+            "f.yaml: 'a' must be between 0 and 1000000, not 2000000\n"
+            "f.yaml: 'b' must be between 1 and 604800 seconds, not 0.5");
+  EXPECT_EQ(a, 0);
+}
+
+// text() reads a scalar as a string field would, for a file's tolerant fields, and records
+// nothing when the value is not one.
+TEST(ConfigCheck, TextReadsAScalarAsWrittenAndRecordsNoProblem) {
+  const YamlDocument d = yaml("a: 1.10\nb: [x]\nc: 'q'\n");
+  ConfigCheck check("f.yaml", &d.texts);
+  std::string a, b = "kept", c;
+  EXPECT_TRUE(check.text(d.root["a"], "a", a));
+  EXPECT_EQ(a, "1.10");
+  EXPECT_FALSE(check.text(d.root["b"], "b", b));
+  EXPECT_EQ(b, "kept");
+  EXPECT_TRUE(check.text(d.root["c"], "c", c));
+  EXPECT_EQ(c, "q");
+  EXPECT_TRUE(check.ok());
+}
+
 TEST(YamlToJson, KeepsTheWrittenTextOfTypedPlainScalarsByPath) {
   PlainTexts texts;
   auto j = yamlToJson(YAML::Load("a: 1.10\nb: [x, 007, true]\nc: {d: \"2\"}\n"), &texts);

@@ -69,6 +69,13 @@ long residentKiB(pid_t pid) {
   return -1;
 }
 
+std::vector<std::string> linesOf(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 static std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;

@@ -45,6 +45,9 @@ bool processExists(pid_t pid);
 // VmRSS of a process in KiB, from /proc/PID/status; -1 if unreadable.
 long residentKiB(pid_t pid);
 
+// The lines of a message (an error that names one problem a line), without their newlines.
+std::vector<std::string> linesOf(const std::string& text);
+
 struct CommandResult {
   int exitCode = -1;  // exit status, or 128+signal
   std::string out;

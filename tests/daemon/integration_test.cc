@@ -207,6 +207,25 @@ TEST_F(DaemonTest, SecondDaemonOnALiveSocketRefusesAndTheFirstKeepsServing) {
   EXPECT_NE(third.error().message.find("state dir"), std::string::npos) << third.error().message;
 }
 
+// A tenant policy with problems stops akad before it serves anyone: it exits with every problem
+// of the file named, and no socket is left for a client to find.
+TEST(TenantPolicyAtStart, ABadPolicyFileIsRefusedWithEveryProblemAndNothingServes) {
+  TempDir dir;
+  const fs::path policy = dir / "tenants.yaml";
+  std::ofstream(policy) << "admins: [7]\nlimits: {max_connections: lots, requests_per_second: -1}\nquota: 3\n";
+  DaemonProcess::Paths paths{dir / "run/akad.sock", dir / "state", writeFakeTasks(dir.path())};
+  auto d = DaemonProcess::start(paths, {"--tenants", policy.string()});
+  ASSERT_FALSE(d) << "akad started with a bad tenant policy";
+  const std::string& m = d.error().message;
+  EXPECT_NE(m.find("exited with 2"), std::string::npos) << m;
+  const std::string file = "tenant policy " + policy.string() + ": ";
+  for (const std::string& needle : {file + "limits.max_connections must be a number, not 'lots'",
+                                    file + "limits.requests_per_second must be between 0 and 1000000, not -1",
+                                    file + "unknown key 'quota' (known: admins, limits, tenants)"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+  EXPECT_FALSE(fs::exists(paths.socket));
+}
+
 TEST_F(DaemonTest, StaleSocketFileIsRemoved) {
   ASSERT_EQ(daemon_->stop(SIGKILL), 128 + SIGKILL);
   std::filesystem::remove(paths_.socket);

@@ -86,6 +86,82 @@ TEST(TenantLimits, BadLimitsAreRefusedWithEveryProblemNamed) {
   EXPECT_NE(m.find("tenants.1003 must be a mapping"), std::string::npos) << m;
 }
 
+// The policy file is read by the one config validator (common/config_check.h): every problem
+// of the file at once, one line each naming the file, and the same typing rules as every
+// configuration file.
+TEST(TenantLimits, EveryProblemOfAPolicyFileIsReportedOnALineOfItsOwn) {
+  test::TempDir dir;
+  auto p = policyFrom(dir,
+                      "admin: [7]\n"
+                      "admins: 7\n"
+                      "limits: {max_connections: many, agent_network: everything}\n"
+                      "tenants: {1005: {max_conections: 1, gpu_hours_per_day: -2}}\n");
+  ASSERT_FALSE(p);
+  const std::string& m = p.error().message;
+  const std::string file = "tenant policy " + (dir / "tenants.yaml").string() + ": ";
+  const std::vector<std::string> lines = test::linesOf(m);
+  ASSERT_EQ(lines.size(), 6u) << m;
+  for (const std::string& line : lines) EXPECT_EQ(line.rfind(file, 0), 0u) << line;
+  for (const char* needle : {"unknown key 'admin' (known: admins, limits, tenants)", "admins must be a list of strings",
+                             "limits.max_connections must be a number, not 'many'",
+                             "limits.agent_network must be none, allow or host",
+                             "unknown limit 'tenants.1005.max_conections' (known: max_queued_attempts,",
+                             "tenants.1005.gpu_hours_per_day must be between 0 and 1000000, not -2"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+}
+
+// A quoted number is a string, a whole-number limit takes no fraction, and nothing YAML 1.1
+// would have read as a boolean or a number (yes, 0x10) is one.
+TEST(TenantLimits, AValueOfTheWrongTypeIsRefusedWithWhatWasWritten) {
+  test::TempDir dir;
+  auto p = policyFrom(dir,
+                      "limits:\n"
+                      "  max_queued_attempts: \"30\"\n"
+                      "  max_concurrent_attempts: 2.0\n"
+                      "  requests_per_second: yes\n"
+                      "  max_connections: 0x10\n"
+                      "  agent_network: [none]\n"
+                      "  slurm_account: {name: lab}\n"
+                      "tenants: [bob]\n");
+  ASSERT_FALSE(p);
+  const std::string& m = p.error().message;
+  for (const char* needle : {"limits.max_queued_attempts must be a number, not '30'",
+                             "limits.max_concurrent_attempts must be a whole number, not 2.0",
+                             "limits.requests_per_second must be a number, not 'yes'",
+                             "limits.max_connections must be a number, not '0x10'",
+                             "limits.agent_network must be a string", "limits.slurm_account must be a string",
+                             "tenants must be a mapping of user names or uids to their limits"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << " not in:\n" << m;
+  auto notAMap = policyFrom(dir, "- admins\n");
+  ASSERT_FALSE(notAMap);
+  EXPECT_NE(notAMap.error().message.find("must be a mapping of admins, limits and tenants"), std::string::npos)
+      << notAMap.error().message;
+}
+
+// What a valid file means is unchanged: numbers written as integers or decimals, user names and
+// uids (a uid in the admins list is a YAML integer, an account of digits a string), an empty
+// file.
+TEST(TenantLimits, AValidPolicyMeansWhatItAlwaysMeant) {
+  test::TempDir dir;
+  auto p = policyFrom(dir,
+                      "admins: [root, 7]\n"
+                      "limits: {max_agent_time_s: 600, requests_per_second: 2.5, agent_network: none}\n"
+                      "tenants: {1005: {max_connections: 3, slurm_account: 1234}}\n");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->admins, (std::set<uid_t>{0, 7}));
+  EXPECT_EQ(p->defaults.max_agent_time_s, 600);
+  EXPECT_EQ(p->defaults.requests_per_second, 2.5);
+  EXPECT_EQ(p->defaults.agent_network, "none");
+  const TenantLimits t = p->limitsFor(1005);
+  EXPECT_EQ(t.max_connections, 3);
+  EXPECT_EQ(t.slurm_account, "1234");
+  EXPECT_EQ(t.agent_network, "none") << "a tenant's limits stand over the policy's";
+  auto empty = policyFrom(dir, "");
+  ASSERT_TRUE(empty) << empty.error().message;
+  EXPECT_TRUE(empty->admins.empty());
+  EXPECT_EQ(empty->defaults.toJson(), TenantLimits{}.toJson());
+}
+
 TEST(TenantLimits, APolicyPathThatIsNoRegularFileIsAnErrorNotACrash) {
   test::TempDir dir;
   std::filesystem::create_directories(dir / "tenants.yaml");
