@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "daemon/aka/import.h"
@@ -166,6 +167,55 @@ TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
   EXPECT_TRUE((*r)["held_out_speedup"].is_null());
   EXPECT_NE((*r)["gates"]["held_out_correctness"]["reason"].get<std::string>().find("correctness: FAIL for n=3001"),
             std::string::npos) << r->dump(2);
+}
+
+// A task classified compat on NVIDIA (it passes AMD-only Triton launch options) runs with the
+// compat layer of the torch image's cuda-hip folder: the options are dropped before the launch,
+// and the result lists the feature and what was dropped. The Triton here is a STAND-IN inside
+// the fixture task (the real one needs a GPU) that refuses unknown options as Triton's CUDA
+// backend does, so without the layer the same task fails. An unchanged task gets no layer.
+TEST_F(AkaWrapScoring, AmdTritonOptionsAreDroppedAndRecordedWithAStandInTriton) {
+  aka::ImportOptions o;
+  o.checkout = kCpuCheckout;
+  o.platform = aka::Platform::Nvidia;
+  o.stateDir = tmp_ / "state";
+  o.selectors = {"triton2triton/cpu/py_amd_options"};
+  auto r = aka::importCheckout(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->tasks.at(0).cls, aka::TaskClass::Compat) << r->tasks.at(0).toJson(false).dump();
+  ASSERT_EQ(r->tasks.at(0).compat, (std::vector<std::string>{"triton-amd-options"}));
+  auto task = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks.at(0).id);
+  ASSERT_TRUE(task) << task.error().message;
+  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
+  ASSERT_TRUE(image) << image.error().message;
+  ScoringEnvironment env = environment();
+  env.image = *image;
+  env.measure_performance = false;
+
+  auto s = scoreCandidate(*task, task->workspaceDir(), tmp_ / "score-compat", env);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)["correct"].get<bool>()) << s->dump(2);
+  EXPECT_EQ((*s)["compat_applied"], json::array({"triton-amd-options"}));
+  std::set<std::string> dropped;
+  for (const json& e : (*s)["compat_record"])
+    if (e.value("action", "") == "dropped") dropped.insert(e.value("option", "") + "@" + e.value("kernel", ""));
+  EXPECT_EQ(dropped, (std::set<std::string>{"kpack@scale_kernel", "waves_per_eu@scale_kernel"})) << s->dump(2);
+
+  // The same task where the image carries no layer: nothing is applied, and it says so.
+  auto bare = scoreCandidate(*task, task->workspaceDir(), tmp_ / "score-bare", environment());
+  ASSERT_TRUE(bare) << bare.error().message;
+  EXPECT_FALSE((*bare)["correct"].get<bool>()) << bare->dump(2);
+  EXPECT_NE((*bare)["failure"].get<std::string>().find("waves_per_eu was specified but unrecognised"), std::string::npos);
+  EXPECT_EQ((*bare)["compat_applied"], json::array());
+  EXPECT_FALSE((*bare)["compat_unavailable"].get<std::string>().empty());
+
+  // An unchanged task, with the same image: no layer, no record.
+  auto plain = scoreCandidate(task_, task_.workspaceDir(), tmp_ / "score-plain", env);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_TRUE((*plain)["correct"].get<bool>()) << plain->dump(2);
+  EXPECT_EQ((*plain)["compat_applied"], json::array());
+  EXPECT_FALSE(plain->contains("compat_record"));
+  EXPECT_FALSE(fs::exists(tmp_ / "score-plain" / "compat"));
 }
 
 TEST_F(AkaWrapScoring, ThePristineBaselinesCachesAreKeptPerTaskVersionAcrossScorings) {
