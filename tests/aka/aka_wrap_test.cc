@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -40,25 +41,36 @@ class AkaWrapScoring : public ::testing::Test {
     parent_ = "akad-test-aka-" + std::to_string(::getpid());
     setDefaultCgroupParent(parent_);
     ::setenv("AKABOX", AKABOX_BIN, 1);
-    aka::ImportOptions o;
-    o.checkout = kCpuCheckout;
-    o.platform = aka::Platform::Nvidia;
-    o.stateDir = tmp_ / "state";
-    o.heldOutDir = AKA_CPU_HELD_OUT;
-    o.selectors = {"triton2triton/cpu/py_dot"};
-    auto r = aka::importCheckout(o);
-    ASSERT_TRUE(r) << r.error().message;
-    ASSERT_EQ(r->tasks.size(), 1u);
-    ASSERT_TRUE(r->tasks[0].imported) << r->tasks[0].toJson(false).dump();
-    auto t = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks[0].id);
-    ASSERT_TRUE(t) << t.error().message;
-    task_ = *t;
+    auto t = importCpuTask("triton2triton/cpu/py_dot", AKA_CPU_HELD_OUT);
+    ASSERT_TRUE(t);
+    task_ = t->second;
     // The scoring directories are made by root here and written by the sandbox uid.
     ASSERT_EQ(::chmod(tmp_.path().c_str(), 0755), 0);
   }
   void TearDown() override {
     for (const fs::path& c : test::cgroupsUnder(parent_)) ADD_FAILURE() << "cgroup left behind: " << c;
     for (const fs::path& p : test::cgroupParentDirs(parent_)) ::rmdir(p.c_str());
+  }
+  // One task of the CPU checkout, imported for NVIDIA into the test's state: its import verdict
+  // and the task akad's loader made of it (nothing, with the failure reported, if either fails).
+  std::optional<std::pair<aka::ImportedTask, Task>> importCpuTask(const std::string& name, const fs::path& heldOut = {}) {
+    aka::ImportOptions o;
+    o.checkout = kCpuCheckout;
+    o.platform = aka::Platform::Nvidia;
+    o.stateDir = tmp_ / "state";
+    o.heldOutDir = heldOut;
+    o.selectors = {name};
+    auto r = aka::importCheckout(o);
+    if (!r || r->tasks.size() != 1 || !r->tasks[0].imported) {
+      ADD_FAILURE() << "import of " << name << ": " << (r ? r->tasks.at(0).toJson(false).dump() : r.error().message);
+      return std::nullopt;
+    }
+    auto t = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks[0].id);
+    if (!t) {
+      ADD_FAILURE() << t.error().message;
+      return std::nullopt;
+    }
+    return std::make_pair(r->tasks[0], *t);
   }
   ScoringEnvironment environment() const {
     ScoringEnvironment env;
@@ -120,16 +132,10 @@ TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
 // Without AKA's held-out files: akad's rules make sizes from the runner's TEST_SHAPES = [1000,
 // 4000], and the pristine baseline, made for even sizes only, decides which stay.
 TEST_F(AkaWrapScoring, GeneratedHeldOutSizesAreKeptOnlyWhereThePristineBaselinePasses) {
-  aka::ImportOptions o;
-  o.checkout = kCpuCheckout;
-  o.platform = aka::Platform::Nvidia;
-  o.stateDir = tmp_ / "state";
-  o.selectors = {"triton2triton/cpu/py_pairsum"};
-  auto r = aka::importCheckout(o);
-  ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->tasks.at(0).held_out_generated, 4u) << r->tasks.at(0).toJson(false).dump();
-  auto task = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks.at(0).id);
-  ASSERT_TRUE(task) << task.error().message;
+  auto imported = importCpuTask("triton2triton/cpu/py_pairsum");
+  ASSERT_TRUE(imported);
+  ASSERT_EQ(imported->first.held_out_generated, 4u) << imported->first.toJson(false).dump();
+  const Task* task = &imported->second;
   const fs::path tree = tmp_ / "pairsum";
   ASSERT_TRUE(copyTree(task->workspaceDir(), tree).ok());
   std::ofstream(tree / "source/py_pairsum.py") << "def pairsum(a):\n    return [x + y for x, y in zip(a[0::2], a[1::2])]\n";
@@ -175,17 +181,11 @@ TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
 // the fixture task (the real one needs a GPU) that refuses unknown options as Triton's CUDA
 // backend does, so without the layer the same task fails. An unchanged task gets no layer.
 TEST_F(AkaWrapScoring, AmdTritonOptionsAreDroppedAndRecordedWithAStandInTriton) {
-  aka::ImportOptions o;
-  o.checkout = kCpuCheckout;
-  o.platform = aka::Platform::Nvidia;
-  o.stateDir = tmp_ / "state";
-  o.selectors = {"triton2triton/cpu/py_amd_options"};
-  auto r = aka::importCheckout(o);
-  ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->tasks.at(0).cls, aka::TaskClass::Compat) << r->tasks.at(0).toJson(false).dump();
-  ASSERT_EQ(r->tasks.at(0).compat, (std::vector<std::string>{"triton-amd-options"}));
-  auto task = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks.at(0).id);
-  ASSERT_TRUE(task) << task.error().message;
+  auto imported = importCpuTask("triton2triton/cpu/py_amd_options");
+  ASSERT_TRUE(imported);
+  ASSERT_EQ(imported->first.cls, aka::TaskClass::Compat) << imported->first.toJson(false).dump();
+  ASSERT_EQ(imported->first.compat, (std::vector<std::string>{"triton-amd-options"}));
+  const Task* task = &imported->second;
   auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
   ASSERT_TRUE(image) << image.error().message;
   ScoringEnvironment env = environment();

@@ -16,6 +16,7 @@ import os
 import sys
 
 AMD_TRITON_OPTIONS = ("waves_per_eu", "kpack", "matrix_instr_nonkdim")
+_AMD_TRITON_OPTIONS = frozenset(AMD_TRITON_OPTIONS)
 HIP_SOURCE_FEATURES = ("hip-extension", "rocm-torch-headers", "hipblas-on-cublas", "hip-runtime-macros")
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,11 +25,11 @@ _recorded = set()
 
 def record(feature, action, **detail):
     """Appends what the layer did, once per process for each distinct action."""
-    entry = dict(detail, feature=feature, action=action)
-    key = json.dumps(entry, sort_keys=True)
-    if key in _recorded:
+    seen = (feature, action, tuple(sorted(detail.items())))
+    if seen in _recorded:
         return
-    _recorded.add(key)
+    _recorded.add(seen)
+    key = json.dumps(dict(detail, feature=feature, action=action), sort_keys=True)
     path = os.environ.get("AKAD_AKA_COMPAT_RECORD")
     if not path:
         return
@@ -91,8 +92,10 @@ def patch_triton(triton):
     original = cls.run
 
     def run(self, *args, **kwargs):
-        names = set(getattr(self, "arg_names", ()) or ())
-        drop_amd_options(kwargs, names, getattr(self, "__name__", getattr(getattr(self, "fn", None), "__name__", "?")))
+        # Every launch passes here: the common case (no AMD option) costs one set test.
+        if not _AMD_TRITON_OPTIONS.isdisjoint(kwargs):
+            name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "?")
+            drop_amd_options(kwargs, getattr(self, "arg_names", None) or (), name)
         return original(self, *args, **kwargs)
 
     run._akad_compat = True
@@ -166,6 +169,9 @@ def patch_cpp_extension(ext, features, hip_is_none):
         sources, converted, blas = hip_as_cuda(sources, out_dir)
         for path in converted:
             record("hip-extension", "built .hip as CUDA", extension=name, source=os.path.basename(path))
+        if args:  # flags given by position: left as they are, the sources still converted
+            record("hip-extension", "flags given by position, include paths not added", extension=name)
+            return original_load(name, sources, *args, **kwargs)
         prepare(kwargs, name)
         if blas:
             cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
@@ -174,7 +180,8 @@ def patch_cpp_extension(ext, features, hip_is_none):
         return original_load(name, sources, *args, **kwargs)
 
     def load_inline(name, *args, **kwargs):
-        prepare(kwargs, name)
+        if len(args) <= 2:  # cpp_sources, cuda_sources; anything further would meet our keywords
+            prepare(kwargs, name)
         return original_inline(name, *args, **kwargs)
 
     load._akad_compat = load_inline._akad_compat = True
