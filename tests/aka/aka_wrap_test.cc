@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "daemon/aka/import.h"
+#include "daemon/aka/wrap_compat.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/image.h"
@@ -261,6 +262,61 @@ TEST_F(AkaWrapScoring, ValidationPassesThePristineBaselineAndRejectsABrokenOne) 
   EXPECT_TRUE((*v)["baseline"]["correct"].get<bool>());
   EXPECT_TRUE((*v)["baseline"]["held_out_correct"].get<bool>()) << v->dump(2);
   EXPECT_FALSE((*v)["broken"]["compiled"].get<bool>()) << v->dump(2);
+}
+
+// Which tasks get the compat layer: on NVIDIA a task of class compat, with its run-time features
+// (perf-helpers were filled in at import); never an unchanged task, never a task imported for AMD.
+TEST(AkaCompatLayer, OnlyCompatTasksImportedForNvidiaGetIt) {
+  ImageProfile torch;
+  torch.name = "torch";
+  torch.binds.push_back({fs::path(AKAD_SOURCE_IMAGES) / "cuda-hip", "/akad/images/cuda-hip", false});
+  aka::WrapSpec spec;
+  spec.platform = "nvidia";
+  spec.cls = "compat";
+  spec.compat = {"hip-extension", "perf-helpers", "rocm-torch-headers"};
+  const aka::CompatLayer layer = aka::locateCompatLayer(spec, torch);
+  EXPECT_EQ(layer.features, (std::vector<std::string>{"hip-extension", "rocm-torch-headers"}));
+  EXPECT_EQ(layer.hostDir, fs::path(AKAD_SOURCE_IMAGES) / "cuda-hip" / "aka-compat");
+  EXPECT_EQ(layer.sandboxDir, "/akad/images/cuda-hip/aka-compat");
+
+  SandboxRequest r;
+  r.env = {{"PYTHONPATH", "/akad/aka-site"}, {"HIP_PATH", "/akad/images/cuda-hip"}};
+  test::TempDir tmp;
+  ASSERT_TRUE(aka::addCompatLayer(r, layer, tmp / "record", 0, 0).ok());
+  EXPECT_EQ(r.env["AKAD_AKA_COMPAT"], "hip-extension,rocm-torch-headers");
+  EXPECT_EQ(r.env["PYTHONPATH"], "/akad/aka-site:/akad/images/cuda-hip/aka-compat/python");
+  EXPECT_EQ(r.env["HIPCXX"], "/akad/images/cuda-hip/bin/hipcc");
+  ASSERT_EQ(r.binds.size(), 1u);
+  EXPECT_EQ(r.binds[0].target, "/akad/aka-compat-record");
+  EXPECT_TRUE(r.binds[0].writable);
+
+  spec.platform = "amd";
+  EXPECT_FALSE(aka::locateCompatLayer(spec, torch).active());
+  EXPECT_TRUE(aka::locateCompatLayer(spec, torch).unavailable.empty());
+  spec.platform = "nvidia";
+  spec.cls = "unchanged";
+  EXPECT_FALSE(aka::locateCompatLayer(spec, torch).active());
+  spec.cls = "compat";
+  spec.compat = {"perf-helpers"};
+  EXPECT_FALSE(aka::locateCompatLayer(spec, torch).active());
+  spec.compat = {"triton-amd-options"};
+  const aka::CompatLayer none = aka::locateCompatLayer(spec, ImageProfile{});
+  EXPECT_FALSE(none.active());
+  EXPECT_NE(none.unavailable.find("has no compat layer"), std::string::npos) << none.unavailable;
+}
+
+// The record is read from what the sandbox left: malformed lines are skipped, and a record that
+// is not a regular file (a link to a file of the host) is not read at all.
+TEST(AkaCompatLayer, TheRecordIsReadOnlyFromARegularFile) {
+  test::TempDir tmp;
+  std::ofstream(tmp / "record.jsonl") << "{\"feature\": \"triton-amd-options\", \"action\": \"dropped\"}\nnot json\n"
+                                      << "{\"action\": \"no feature\"}\n[1]\n";
+  auto lines = aka::readCompatRecord(tmp.path(), 10);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["action"], "dropped");
+  fs::create_directories(tmp / "linked");
+  fs::create_symlink(tmp / "record.jsonl", tmp / "linked" / "record.jsonl");
+  EXPECT_TRUE(aka::readCompatRecord(tmp / "linked", 10).empty());
 }
 
 TEST(AkaReports, TimesAreReadWithAkasKeysAndHostTimesRefused) {
