@@ -254,5 +254,38 @@ class ManagedMemoryWithAStandInTorch(Sandboxless):
         self.assertEqual([e["action"] for e in read_record(self.record)], ["managed allocator"])
 
 
+class ManagedAllocatorBlocks(Sandboxless):
+    """The allocator's own reuse of freed blocks, through ctypes; without a GPU a new block cannot
+    be had, which shows the kept one is what a matching request gets."""
+
+    REUSE = """
+        import ctypes, sys
+        lib = ctypes.CDLL(sys.argv[1])
+        lib.akad_managed_malloc.restype = ctypes.c_void_p
+        lib.akad_managed_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        lib.akad_managed_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        kept = ctypes.create_string_buffer(4096)
+        lib.akad_managed_free(ctypes.addressof(kept), 4096, 0, 7)
+        print(lib.akad_managed_malloc(4096, 0, 8) == ctypes.addressof(kept),  # another stream
+              lib.akad_managed_malloc(2048, 0, 7) == ctypes.addressof(kept),  # another size
+              lib.akad_managed_malloc(4096, 0, 7) == ctypes.addressof(kept),  # the same
+              lib.akad_managed_malloc(4096, 0, 7) == ctypes.addressof(kept))  # taken already
+        """
+
+    def test_a_freed_block_serves_the_next_request_of_its_size_device_and_stream_only(self):
+        cuda = "/usr/local/cuda"
+        if not os.path.exists(os.path.join(cuda, "include", "cuda_runtime_api.h")) or not shutil.which("cc"):
+            self.skipTest("no CUDA toolkit or C compiler here")
+        if os.path.exists("/dev/nvidiactl"):
+            self.skipTest("a GPU is here: new blocks would be real, the test needs them to fail")
+        import akad_managed_memory
+        so = akad_managed_memory.build_allocator(os.path.join(self.dir, "so"), cuda)
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(cuda, "lib64"))
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(self.REUSE), so], env=env, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["False", "False", "True", "False"])
+
+
 if __name__ == "__main__":
     unittest.main()

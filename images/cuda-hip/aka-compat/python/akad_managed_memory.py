@@ -1,7 +1,7 @@
 """akad compat layer, feature host-reads-device-memory (docs/images.md): PyTorch's CUDA tensors
 in managed memory, so HIP code that reads device data from the host (as ROCm allows) does not
-crash on NVIDIA. Everything torch allocates on the GPU then goes through cudaMallocManaged
-without PyTorch's caching allocator: slower allocations, for the baseline and the candidate alike.
+crash on NVIDIA. Everything torch allocates on the GPU then goes through src/managed_alloc.c,
+which keeps freed blocks for reuse as PyTorch's own cache does.
 """
 
 import hashlib
