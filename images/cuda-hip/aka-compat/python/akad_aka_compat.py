@@ -175,7 +175,8 @@ def patch_cpp_extension(ext, features, hip_is_none):
         prepare(kwargs, name)
         if blas:
             cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-            _extended(kwargs, "extra_ldflags", ["-L" + os.path.join(cuda_home, "lib64"), "-lcublas"])
+            lib = os.path.join(cuda_home, "lib64")  # found at load time too, whatever LD_LIBRARY_PATH says
+            _extended(kwargs, "extra_ldflags", ["-L" + lib, "-Wl,-rpath," + lib, "-lcublas"])
             record("hipblas-on-cublas", "linked cuBLAS", extension=name)
         return original_load(name, sources, *args, **kwargs)
 

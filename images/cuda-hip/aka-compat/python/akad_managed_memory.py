@@ -23,8 +23,9 @@ def build_allocator(cache_dir, cuda_home):
         return so
     os.makedirs(cache_dir, exist_ok=True)
     tmp = "%s.tmp-%d" % (so, os.getpid())
+    lib = os.path.join(cuda_home, "lib64")
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-I" + os.path.join(cuda_home, "include"), _SOURCE,
-                    "-L" + os.path.join(cuda_home, "lib64"), "-lcudart", "-o", tmp], check=True)
+                    "-L" + lib, "-Wl,-rpath," + lib, "-lcudart", "-lpthread", "-o", tmp], check=True)
     os.replace(tmp, so)
     return so
 
