@@ -2,9 +2,9 @@
 // akad's compat layer for AKA tasks on NVIDIA (docs/aka.md, "Compat layer"; the layer itself is
 // images/cuda-hip/aka-compat, docs/images.md). A task classified `compat` at an NVIDIA import
 // runs with it: the layer comes with the cuda-hip image that the task's image binds, its Python
-// module goes on PYTHONPATH with the task's features in AKAD_AKA_COMPAT,
-// and what it does is appended to a record file per command, bound writable, that the scorer
-// reads after the sandbox has ended. On AMD, and for unchanged tasks, nothing is put in place.
+// module goes on PYTHONPATH with the task's features in AKAD_AKA_COMPAT, and what it does is
+// appended to a record file per command, bound writable, that the scorer reads after the
+// sandbox has ended. On AMD, and for unchanged tasks, nothing is put in place.
 
 #include <filesystem>
 #include <string>
