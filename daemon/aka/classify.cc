@@ -232,6 +232,13 @@ void checkHipSourceOnNvidia(Classification& k, const TaskFile& f) {
   if (std::regex_search(f.text, hr, hipRuntime) && std::regex_search(f.text, th, torchHeader) &&
       hr.position(0) < th.position(0))
     k.needCompat(compat::kHipRuntimeMacros, f.path + " includes hip/hip_runtime.h before torch's headers");
+  // A subscript or dereference of data_ptr<T>() reads the tensor's memory on the host: AKA's
+  // tensors are on the GPU, whose memory ROCm maps for the host and CUDA does not.
+  static const std::regex hostRead(R"(data_ptr\s*<[^<>;]*>\s*\(\s*\)\s*\[|\*\s*[A-Za-z_][\w.]*\.data_ptr\s*<)");
+  if (std::regex_search(f.text, m, hostRead))
+    k.needCompat(compat::kHostReadsDeviceMemory, f.path + ":" + firstLineWith(f.text, m.str()) +
+                                                     " reads a tensor's data on the host (" + m.str() +
+                                                     "), which CUDA allows only for managed memory");
   if (f.text.find("__builtin_amdgcn_") != std::string::npos)
     k.raise(TaskClass::NeedsEdit, f.path + " calls AMD GPU builtins (__builtin_amdgcn_*), which have no CUDA counterpart");
 }

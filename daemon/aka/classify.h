@@ -32,6 +32,9 @@ inline constexpr const char* kHipblas = "hipblas-on-cublas";
 inline constexpr const char* kHipRuntimeMacros = "hip-runtime-macros";  // hip_runtime.h before torch's headers
 inline constexpr const char* kTritonAmdOptions = "triton-amd-options";  // waves_per_eu, kpack, matrix_instr_nonkdim
 inline constexpr const char* kPerfHelpers = "perf-helpers";             // AKA-GENERATED helper materialisation
+// Host code that reads a tensor's device data (x.data_ptr<float>()[0]), which ROCm's mapping of
+// device memory allows and CUDA does not: tensors in managed memory.
+inline constexpr const char* kHostReadsDeviceMemory = "host-reads-device-memory";
 }  // namespace compat
 
 // One file of the task folder as the importer saw it.

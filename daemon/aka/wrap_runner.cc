@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 
@@ -14,6 +16,7 @@ namespace {
 constexpr std::size_t kMaxOutputRead = 8 << 20;
 constexpr std::size_t kLogTailBytes = 4000;
 constexpr uint64_t kMaxDataFileBytes = 4ull << 30;
+constexpr std::size_t kMaxRecordLines = 100;
 
 // Python's sitecustomize, imported by every interpreter the harness starts: once torch is
 // loaded, torch.manual_seed(s) seeds with a number made from s and this scoring's salt. The
@@ -22,6 +25,16 @@ constexpr uint64_t kMaxDataFileBytes = 4ull << 30;
 constexpr const char* kSiteCustomize = R"PY(# Written by akad for a wrapped AgentKernelArena task (docs/aka.md, "Fresh seeds").
 import os
 import sys
+
+# akad's compat layer (AKA tasks classified compat on NVIDIA): its module is on PYTHONPATH.
+_compat = os.environ.get("AKAD_AKA_COMPAT")
+if _compat:
+    try:
+        import akad_aka_compat
+
+        akad_aka_compat.install(_compat.split(","))
+    except Exception as e:
+        print("akad compat layer not installed: %r" % (e,), file=sys.stderr)
 
 _salt = os.environ.pop("AKAD_SEED_SALT", None)
 if _salt is not None:
@@ -97,17 +110,27 @@ Result<CommandRun> WrapRunner::run(const Side& side, const std::string& command,
   if (auto py = r.env.find("AKA_PYTHON"); py != r.env.end())
     path = fs::path(py->second).parent_path().string() + ":" + path;
   r.env["PATH"] = path;
+  const fs::path recordDir = work_ / "compat" / logName;
+  if (auto st = addCompatLayer(r, compat_, recordDir, side.uid, side.gid); !st) return st.error();
   r.stdout_file = work_ / "logs" / (logName + ".out");
   r.stderr_file = work_ / "logs" / (logName + ".err");
   r.command = {"/bin/sh", "-c", command};
   auto outcome = runSandbox(r, env_.canceller);
   if (!outcome) return outcome.error();
+  if (compat_.active()) noteCompatRecord(readCompatRecord(recordDir, kMaxRecordLines));
   CommandRun c{*outcome, "", logName};
   for (const char* ext : {".out", ".err"}) {
     auto text = readFileLimited(work_ / "logs" / (logName + ext), kMaxOutputRead);
     c.output += text ? *text : tailOfFile(work_ / "logs" / (logName + ext), kMaxOutputRead);
   }
   return c;
+}
+
+void WrapRunner::noteCompatRecord(const std::vector<json>& lines) const {
+  for (const json& line : lines) {
+    if (compatRecord_.size() >= kMaxRecordLines) return;
+    if (std::find(compatRecord_.begin(), compatRecord_.end(), line) == compatRecord_.end()) compatRecord_.push_back(line);
+  }
 }
 
 std::string WrapRunner::tail(const std::string& logName) const {

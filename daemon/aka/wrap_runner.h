@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "daemon/aka/wrap_compat.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/score.h"
 #include "daemon/pipeline/task.h"
@@ -43,17 +44,25 @@ class WrapRunner {
 
   // <work>/site/sitecustomize.py, bound into every sandbox.
   Status prepareSite();
+  // The compat layer every later command runs with (wrap_compat.h); none by default.
+  void useCompat(CompatLayer layer) { compat_ = std::move(layer); }
+  // What the layer recorded doing, over every command so far (each distinct action once).
+  const nlohmann::json& compatRecord() const { return compatRecord_; }
   // One command in a sandbox on `side`, its output in <work>/logs/<logName>.{out,err}.
   Result<CommandRun> run(const Side& side, const std::string& command, double wallS, const std::string& logName) const;
   // The end of a run's logs, for a gate's reason.
   std::string tail(const std::string& logName) const;
 
  private:
+  void noteCompatRecord(const std::vector<nlohmann::json>& lines) const;
+
   const Task& task_;
   const ScoringEnvironment& env_;
   std::filesystem::path work_;
   uint64_t salt_;
   std::vector<std::string> gpus_;
+  CompatLayer compat_;
+  mutable nlohmann::json compatRecord_ = nlohmann::json::array();
 };
 
 // A wrap gate's verdict: {"pass": ..., "reason": ...} (the reason always present).

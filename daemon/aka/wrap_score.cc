@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "daemon/aka/checkout.h"
+#include "daemon/aka/classify.h"
 #include "daemon/aka/held_out_rules.h"
 #include "daemon/aka/wrap_runner.h"
 #include "daemon/pipeline/files.h"
@@ -97,7 +98,7 @@ class WrapScoring {
   }
   // The pristine baseline's copy (beside the assembled workspace), the GPU, the seed salt and
   // the runner with its sitecustomize.
-  Status startRunner() {
+  Status startRunner(const CompatLayer& compat) {
     if (auto s = copyTree(task_.workspaceDir(), work_ / "baseline"); !s) return s;
     std::vector<std::string> gpus = env_.gpus;
     if (env_.acquire_gpus) {
@@ -108,6 +109,7 @@ class WrapScoring {
     }
     salt_ = (env_.draw_seed ? env_.draw_seed : secureRandom64)();
     runner_.emplace(task_, env_, work_, salt_, gpus);
+    runner_->useCompat(compat);
     if (auto s = runner_->prepareSite(); !s) return s;
     if (env_.sandbox_uid != 0)
       if (auto s = chownTree(work_ / "site", env_.sandbox_uid, env_.sandbox_gid); !s) return s;
@@ -202,6 +204,7 @@ class WrapScoring {
   }
 
   const json& gates() const { return gates_; }
+  json compatRecord() const { return runner_ ? runner_->compatRecord() : json::array(); }
   uint64_t salt() const { return salt_; }
 
  private:
@@ -262,7 +265,10 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
   if (auto s = scoring.prepare(); !s) return s.error();
   auto assembled = assembleWrappedWorkspace(spec->mapping, task.workspaceDir(), candidateTree, workDir / "ws");
   if (!assembled) return assembled.error();
-  if (auto s = scoring.startRunner(); !s) return s.error();
+  const CompatLayer compat = locateCompatLayer(*spec, env.image);
+  if (auto s = scoring.startRunner(compat); !s) return s.error();
+  json applied = spec->materialised.empty() ? json::array() : json::array({compat::kPerfHelpers});
+  for (const auto& f : compat.features) applied.push_back(f);
   json result = {{"task", task.id},
                  {"task_hash", task.content_hash},
                  {"mode", "wrap"},
@@ -271,7 +277,7 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
                  {"spliced", assembled->spliced},
                  {"ignored_changes", assembled->ignored},
                  {"compat_needed", spec->compat},
-                 {"compat_applied", spec->materialised.empty() ? json::array() : json::array({"perf-helpers"})},
+                 {"compat_applied", applied},
                  {"seeds", {{"torch_manual_seed_salt", std::to_string(scoring.salt() % (1ull << 62))}}}};
 
   auto visible = scoring.scorePhase("", workDir / "ws", workDir / "baseline");
@@ -288,6 +294,8 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
   }
   if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
   fillVerdict(result, scoring.gates(), *visible, held, heldOutNote, env.measure_performance);
+  if (!compat.unavailable.empty()) result["compat_unavailable"] = compat.unavailable;
+  if (compat.active()) result["compat_record"] = scoring.compatRecord();
   result["stage_wall_s"] = scoring.stageTimes();
   log::info("scored ", task.id, " (wrap): compiled=", visible->compiled, " correct=", visible->correct,
             " speedup=", visible->speedup, " aka_speedup=", visible->akaSpeedup, " held_out_correct=", held.correct);

@@ -29,6 +29,8 @@ struct WrapSpec {
   std::string task_type;
   TrustMapping mapping;
   std::vector<std::string> compile, correctness, performance;
+  std::string platform;  // the platform it was imported for ("nvidia", "amd")
+  std::string cls;       // its class there ("unchanged", "compat")
   std::vector<std::string> compat;
   std::vector<std::string> materialised;
   std::vector<Injection> held_out;  // AKA's held-out shapes, applied to the scorer's copies only

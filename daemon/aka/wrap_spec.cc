@@ -84,6 +84,8 @@ Result<WrapSpec> loadWrapSpec(const Task& task) {
   s.name = j.value("name", "");
   s.family = j.value("family", "");
   s.task_type = j.value("task_type", "");
+  s.platform = j.value("platform", "");
+  s.cls = j.value("class", "");
   for (auto [key, into] : std::initializer_list<std::pair<const char*, std::vector<std::string>*>>{
            {"editable", &s.mapping.editable}, {"splice_functions", &s.mapping.splice_functions},
            {"compat", &s.compat}, {"materialised", &s.materialised}}) {

@@ -12,6 +12,7 @@
 
 #include "common/sha256.h"
 #include "daemon/aka/checkout.h"
+#include "daemon/aka/classify.h"
 #include "daemon/aka/config.h"
 #include "daemon/aka/import.h"
 #include "daemon/pipeline/files.h"
@@ -292,6 +293,41 @@ TEST(AkaClassify, OnNvidiaEachClassWithItsReason) {
     EXPECT_FALSE(task.reasons.empty()) << task.name;
     EXPECT_EQ(task.imported, isRunnable(task.cls)) << task.name;
   }
+}
+
+// InnerProd's pattern (measured on the H200: a SIGSEGV at its first call): host code that reads
+// a tensor's device data, which ROCm maps for the host and CUDA does not.
+TEST(AkaClassify, HostReadsOfDeviceDataNeedManagedMemoryOnNvidiaOnly) {
+  AkaTaskConfig c;
+  c.task_type = "hip2hip";
+  c.source_files = {"hip/k.hip"};
+  c.target_file = "hip/k.hip";
+  c.compile = {"python3 compile.py"};
+  c.correctness = {"python3 compile.py"};
+  c.performance = {"python3 compile.py"};
+  auto file = [](const std::string& path, const std::string& text) {
+    TaskFile f;
+    f.path = path;
+    f.text = text;
+    f.scanned = true;
+    return f;
+  };
+  const std::string kernel = "#include <torch/extension.h>\n#include <hip/hip_runtime.h>\n";
+  const TaskFile script = file("compile.py", "from torch.utils.cpp_extension import load\n");
+  for (const char* read : {"  const float  bi = bias.data_ptr<float>()[0];\n", "  float b = *bias.data_ptr<float>();\n"}) {
+    auto k = classifyTask("hip2hip/gpumode/K", c, {script, file("hip/k.hip", kernel + read)}, Platform::Nvidia);
+    EXPECT_TRUE(std::count(k.compat.begin(), k.compat.end(), "host-reads-device-memory")) << read;
+    EXPECT_TRUE(std::any_of(k.reasons.begin(), k.reasons.end(), [](const std::string& r) {
+      return r.find("hip/k.hip:3 reads a tensor's data on the host") != std::string::npos;
+    })) << read;
+    auto amd = classifyTask("hip2hip/gpumode/K", c, {script, file("hip/k.hip", kernel + read)}, Platform::Amd);
+    EXPECT_TRUE(amd.compat.empty()) << read;
+  }
+  // Passing the pointers to a kernel reads nothing on the host.
+  auto launch = classifyTask("hip2hip/gpumode/K", c,
+                             {script, file("hip/k.hip", kernel + "  float* p = x.data_ptr<float>(); f<<<1, 1>>>(p, y.data_ptr<float>());\n")},
+                             Platform::Nvidia);
+  EXPECT_FALSE(std::count(launch.compat.begin(), launch.compat.end(), "host-reads-device-memory"));
 }
 
 TEST(AkaClassify, OnAmdTheNvidiaGapsAreNoReason) {

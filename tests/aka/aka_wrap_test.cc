@@ -11,9 +11,12 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "daemon/aka/import.h"
+#include "daemon/aka/wrap_compat.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/image.h"
@@ -39,25 +42,36 @@ class AkaWrapScoring : public ::testing::Test {
     parent_ = "akad-test-aka-" + std::to_string(::getpid());
     setDefaultCgroupParent(parent_);
     ::setenv("AKABOX", AKABOX_BIN, 1);
-    aka::ImportOptions o;
-    o.checkout = kCpuCheckout;
-    o.platform = aka::Platform::Nvidia;
-    o.stateDir = tmp_ / "state";
-    o.heldOutDir = AKA_CPU_HELD_OUT;
-    o.selectors = {"triton2triton/cpu/py_dot"};
-    auto r = aka::importCheckout(o);
-    ASSERT_TRUE(r) << r.error().message;
-    ASSERT_EQ(r->tasks.size(), 1u);
-    ASSERT_TRUE(r->tasks[0].imported) << r->tasks[0].toJson(false).dump();
-    auto t = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks[0].id);
-    ASSERT_TRUE(t) << t.error().message;
-    task_ = *t;
+    auto t = importCpuTask("triton2triton/cpu/py_dot", AKA_CPU_HELD_OUT);
+    ASSERT_TRUE(t);
+    task_ = t->second;
     // The scoring directories are made by root here and written by the sandbox uid.
     ASSERT_EQ(::chmod(tmp_.path().c_str(), 0755), 0);
   }
   void TearDown() override {
     for (const fs::path& c : test::cgroupsUnder(parent_)) ADD_FAILURE() << "cgroup left behind: " << c;
     for (const fs::path& p : test::cgroupParentDirs(parent_)) ::rmdir(p.c_str());
+  }
+  // One task of the CPU checkout, imported for NVIDIA into the test's state: its import verdict
+  // and the task akad's loader made of it (nothing, with the failure reported, if either fails).
+  std::optional<std::pair<aka::ImportedTask, Task>> importCpuTask(const std::string& name, const fs::path& heldOut = {}) {
+    aka::ImportOptions o;
+    o.checkout = kCpuCheckout;
+    o.platform = aka::Platform::Nvidia;
+    o.stateDir = tmp_ / "state";
+    o.heldOutDir = heldOut;
+    o.selectors = {name};
+    auto r = aka::importCheckout(o);
+    if (!r || r->tasks.size() != 1 || !r->tasks[0].imported) {
+      ADD_FAILURE() << "import of " << name << ": " << (r ? r->tasks.at(0).toJson(false).dump() : r.error().message);
+      return std::nullopt;
+    }
+    auto t = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks[0].id);
+    if (!t) {
+      ADD_FAILURE() << t.error().message;
+      return std::nullopt;
+    }
+    return std::make_pair(r->tasks[0], *t);
   }
   ScoringEnvironment environment() const {
     ScoringEnvironment env;
@@ -119,16 +133,10 @@ TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
 // Without AKA's held-out files: akad's rules make sizes from the runner's TEST_SHAPES = [1000,
 // 4000], and the pristine baseline, made for even sizes only, decides which stay.
 TEST_F(AkaWrapScoring, GeneratedHeldOutSizesAreKeptOnlyWhereThePristineBaselinePasses) {
-  aka::ImportOptions o;
-  o.checkout = kCpuCheckout;
-  o.platform = aka::Platform::Nvidia;
-  o.stateDir = tmp_ / "state";
-  o.selectors = {"triton2triton/cpu/py_pairsum"};
-  auto r = aka::importCheckout(o);
-  ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->tasks.at(0).held_out_generated, 4u) << r->tasks.at(0).toJson(false).dump();
-  auto task = loadTask(aka::importedTasksRoot(o.stateDir) / r->tasks.at(0).id);
-  ASSERT_TRUE(task) << task.error().message;
+  auto imported = importCpuTask("triton2triton/cpu/py_pairsum");
+  ASSERT_TRUE(imported);
+  ASSERT_EQ(imported->first.held_out_generated, 4u) << imported->first.toJson(false).dump();
+  const Task* task = &imported->second;
   const fs::path tree = tmp_ / "pairsum";
   ASSERT_TRUE(copyTree(task->workspaceDir(), tree).ok());
   std::ofstream(tree / "source/py_pairsum.py") << "def pairsum(a):\n    return [x + y for x, y in zip(a[0::2], a[1::2])]\n";
@@ -166,6 +174,49 @@ TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
   EXPECT_TRUE((*r)["held_out_speedup"].is_null());
   EXPECT_NE((*r)["gates"]["held_out_correctness"]["reason"].get<std::string>().find("correctness: FAIL for n=3001"),
             std::string::npos) << r->dump(2);
+}
+
+// A task classified compat on NVIDIA (it passes AMD-only Triton launch options) runs with the
+// compat layer of the torch image's cuda-hip folder: the options are dropped before the launch,
+// and the result lists the feature and what was dropped. The Triton here is a STAND-IN inside
+// the fixture task (the real one needs a GPU) that refuses unknown options as Triton's CUDA
+// backend does, so without the layer the same task fails. An unchanged task gets no layer.
+TEST_F(AkaWrapScoring, AmdTritonOptionsAreDroppedAndRecordedWithAStandInTriton) {
+  auto imported = importCpuTask("triton2triton/cpu/py_amd_options");
+  ASSERT_TRUE(imported);
+  ASSERT_EQ(imported->first.cls, aka::TaskClass::Compat) << imported->first.toJson(false).dump();
+  ASSERT_EQ(imported->first.compat, (std::vector<std::string>{"triton-amd-options"}));
+  const Task* task = &imported->second;
+  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
+  ASSERT_TRUE(image) << image.error().message;
+  ScoringEnvironment env = environment();
+  env.image = *image;
+  env.measure_performance = false;
+
+  auto s = scoreCandidate(*task, task->workspaceDir(), tmp_ / "score-compat", env);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)["correct"].get<bool>()) << s->dump(2);
+  EXPECT_EQ((*s)["compat_applied"], json::array({"triton-amd-options"}));
+  std::set<std::string> dropped;
+  for (const json& e : (*s)["compat_record"])
+    if (e.value("action", "") == "dropped") dropped.insert(e.value("option", "") + "@" + e.value("kernel", ""));
+  EXPECT_EQ(dropped, (std::set<std::string>{"kpack@scale_kernel", "waves_per_eu@scale_kernel"})) << s->dump(2);
+
+  // The same task where the image carries no layer: nothing is applied, and it says so.
+  auto bare = scoreCandidate(*task, task->workspaceDir(), tmp_ / "score-bare", environment());
+  ASSERT_TRUE(bare) << bare.error().message;
+  EXPECT_FALSE((*bare)["correct"].get<bool>()) << bare->dump(2);
+  EXPECT_NE((*bare)["failure"].get<std::string>().find("waves_per_eu was specified but unrecognised"), std::string::npos);
+  EXPECT_EQ((*bare)["compat_applied"], json::array());
+  EXPECT_FALSE((*bare)["compat_unavailable"].get<std::string>().empty());
+
+  // An unchanged task, with the same image: no layer, no record.
+  auto plain = scoreCandidate(task_, task_.workspaceDir(), tmp_ / "score-plain", env);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_TRUE((*plain)["correct"].get<bool>()) << plain->dump(2);
+  EXPECT_EQ((*plain)["compat_applied"], json::array());
+  EXPECT_FALSE(plain->contains("compat_record"));
+  EXPECT_FALSE(fs::exists(tmp_ / "score-plain" / "compat"));
 }
 
 TEST_F(AkaWrapScoring, ThePristineBaselinesCachesAreKeptPerTaskVersionAcrossScorings) {
@@ -211,6 +262,61 @@ TEST_F(AkaWrapScoring, ValidationPassesThePristineBaselineAndRejectsABrokenOne) 
   EXPECT_TRUE((*v)["baseline"]["correct"].get<bool>());
   EXPECT_TRUE((*v)["baseline"]["held_out_correct"].get<bool>()) << v->dump(2);
   EXPECT_FALSE((*v)["broken"]["compiled"].get<bool>()) << v->dump(2);
+}
+
+// Which tasks get the compat layer: on NVIDIA a task of class compat, with its run-time features
+// (perf-helpers were filled in at import); never an unchanged task, never a task imported for AMD.
+TEST(AkaCompatLayer, OnlyCompatTasksImportedForNvidiaGetIt) {
+  ImageProfile torch;
+  torch.name = "torch";
+  torch.binds.push_back({fs::path(AKAD_SOURCE_IMAGES) / "cuda-hip", "/akad/images/cuda-hip", false});
+  aka::WrapSpec spec;
+  spec.platform = "nvidia";
+  spec.cls = "compat";
+  spec.compat = {"hip-extension", "perf-helpers", "rocm-torch-headers"};
+  const aka::CompatLayer layer = aka::locateCompatLayer(spec, torch);
+  EXPECT_EQ(layer.features, (std::vector<std::string>{"hip-extension", "rocm-torch-headers"}));
+  EXPECT_EQ(layer.hostDir, fs::path(AKAD_SOURCE_IMAGES) / "cuda-hip" / "aka-compat");
+  EXPECT_EQ(layer.sandboxDir, "/akad/images/cuda-hip/aka-compat");
+
+  SandboxRequest r;
+  r.env = {{"PYTHONPATH", "/akad/aka-site"}, {"HIP_PATH", "/akad/images/cuda-hip"}};
+  test::TempDir tmp;
+  ASSERT_TRUE(aka::addCompatLayer(r, layer, tmp / "record", 0, 0).ok());
+  EXPECT_EQ(r.env["AKAD_AKA_COMPAT"], "hip-extension,rocm-torch-headers");
+  EXPECT_EQ(r.env["PYTHONPATH"], "/akad/aka-site:/akad/images/cuda-hip/aka-compat/python");
+  EXPECT_EQ(r.env["HIPCXX"], "/akad/images/cuda-hip/bin/hipcc");
+  ASSERT_EQ(r.binds.size(), 1u);
+  EXPECT_EQ(r.binds[0].target, "/akad/aka-compat-record");
+  EXPECT_TRUE(r.binds[0].writable);
+
+  spec.platform = "amd";
+  EXPECT_FALSE(aka::locateCompatLayer(spec, torch).active());
+  EXPECT_TRUE(aka::locateCompatLayer(spec, torch).unavailable.empty());
+  spec.platform = "nvidia";
+  spec.cls = "unchanged";
+  EXPECT_FALSE(aka::locateCompatLayer(spec, torch).active());
+  spec.cls = "compat";
+  spec.compat = {"perf-helpers"};
+  EXPECT_FALSE(aka::locateCompatLayer(spec, torch).active());
+  spec.compat = {"triton-amd-options"};
+  const aka::CompatLayer none = aka::locateCompatLayer(spec, ImageProfile{});
+  EXPECT_FALSE(none.active());
+  EXPECT_NE(none.unavailable.find("has no compat layer"), std::string::npos) << none.unavailable;
+}
+
+// The record is read from what the sandbox left: malformed lines are skipped, and a record that
+// is not a regular file (a link to a file of the host) is not read at all.
+TEST(AkaCompatLayer, TheRecordIsReadOnlyFromARegularFile) {
+  test::TempDir tmp;
+  std::ofstream(tmp / "record.jsonl") << "{\"feature\": \"triton-amd-options\", \"action\": \"dropped\"}\nnot json\n"
+                                      << "{\"action\": \"no feature\"}\n[1]\n";
+  auto lines = aka::readCompatRecord(tmp.path(), 10);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["action"], "dropped");
+  fs::create_directories(tmp / "linked");
+  fs::create_symlink(tmp / "record.jsonl", tmp / "linked" / "record.jsonl");
+  EXPECT_TRUE(aka::readCompatRecord(tmp / "linked", 10).empty());
 }
 
 TEST(AkaReports, TimesAreReadWithAkasKeysAndHostTimesRefused) {

@@ -36,8 +36,8 @@ struct CommandResult {
   std::string output;
 };
 
-CommandResult runHipcc(const std::string& args, bool dryRun = true) {
-  std::string cmd = std::string("CUDA_HOME=") + AKAD_CUDA_HOME + (dryRun ? " HIPCC_DRY_RUN=1 " : " ") +
+CommandResult runHipcc(const std::string& args, bool dryRun = true, const std::string& env = "") {
+  std::string cmd = std::string("CUDA_HOME=") + AKAD_CUDA_HOME + (dryRun ? " HIPCC_DRY_RUN=1 " : " ") + env + " " +
                     AKAD_HIPCC + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return {-1, "popen failed"};
@@ -116,6 +116,20 @@ TEST(Hipcc, DefaultsToSm90WithPtx) {
   EXPECT_NE(r.output.find("-O3"), std::string::npos);
   EXPECT_NE(r.output.find("-o kernel"), std::string::npos);
   EXPECT_NE(r.output.find("/images/cuda-hip/include"), std::string::npos);
+}
+
+// The AKA compat layer's headers and hipBLAS-as-cuBLAS only where the wrap scorer turned the
+// layer on for the task (docs/aka.md, "Compat layer").
+TEST(Hipcc, AddsTheAkaCompatLayerOnlyWhenItIsOn) {
+  CommandResult on = runHipcc("main.hip -o m -lhipblas", true, "AKAD_AKA_COMPAT=hipblas-on-cublas");
+  ASSERT_EQ(on.exitCode, 0) << on.output;
+  EXPECT_NE(on.output.find("/images/cuda-hip/aka-compat/include"), std::string::npos) << on.output;
+  EXPECT_NE(on.output.find("-lcublas"), std::string::npos) << on.output;
+  EXPECT_EQ(on.output.find("-lhipblas"), std::string::npos) << on.output;
+  CommandResult off = runHipcc("main.hip -o m -lhipblas");
+  ASSERT_EQ(off.exitCode, 0) << off.output;
+  EXPECT_EQ(off.output.find("aka-compat"), std::string::npos) << off.output;
+  EXPECT_NE(off.output.find("-lhipblas"), std::string::npos) << off.output;
 }
 
 TEST(Hipcc, TranslatesOffloadArchAndHostFlags) {

@@ -10,8 +10,7 @@
 #include "hip/hip_runtime_api.h"
 
 #include <cuda_runtime.h>
-// Before the maskless shuffle macros below: these headers declare their own maskless overloads
-// (for the host pass), which the macros would otherwise rewrite.
+// Before the shuffles below: these headers declare their own maskless overloads (below sm_70).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -54,25 +53,6 @@ namespace akad_hip {
 // to the 32 lanes an NVIDIA warp has.
 inline constexpr unsigned kFullWarpMask = 0xffffffffu;
 
-// HIP's maskless shuffles: every lane of the warp must take part (full mask), which matches
-// how HIP code uses them (after the warp reconverged). Code that shuffles inside divergent
-// branches must use the *_sync forms with the right mask.
-template <class T>
-__device__ __forceinline__ T shfl(T var, int srcLane, int width = warpSize) {
-  return __shfl_sync(kFullWarpMask, var, srcLane, width);
-}
-template <class T>
-__device__ __forceinline__ T shflUp(T var, unsigned int delta, int width = warpSize) {
-  return __shfl_up_sync(kFullWarpMask, var, delta, width);
-}
-template <class T>
-__device__ __forceinline__ T shflDown(T var, unsigned int delta, int width = warpSize) {
-  return __shfl_down_sync(kFullWarpMask, var, delta, width);
-}
-template <class T>
-__device__ __forceinline__ T shflXor(T var, int laneMask, int width = warpSize) {
-  return __shfl_xor_sync(kFullWarpMask, var, laneMask, width);
-}
 // HIP's ballot returns 64 bits (wave64); the upper half is always 0 here.
 __device__ __forceinline__ unsigned long long ballot(int predicate) {
   return static_cast<unsigned long long>(__ballot_sync(kFullWarpMask, predicate));
@@ -82,12 +62,39 @@ __device__ __forceinline__ int all(int predicate) { return __all_sync(kFullWarpM
 
 }  // namespace akad_hip
 
-// Macros rather than overloads: CUDA still declares deprecated maskless versions for the host
-// pass, and identical signatures would collide with them.
-#define __shfl(...) ::akad_hip::shfl(__VA_ARGS__)
-#define __shfl_up(...) ::akad_hip::shflUp(__VA_ARGS__)
-#define __shfl_down(...) ::akad_hip::shflDown(__VA_ARGS__)
-#define __shfl_xor(...) ::akad_hip::shflXor(__VA_ARGS__)
+// HIP's maskless shuffles, as functions: every lane of the warp must take part (full mask),
+// which matches how HIP code uses them (after the warp reconverged). Code that shuffles inside
+// divergent branches must use the *_sync forms with the right mask. For sm_70 and newer CUDA
+// declares no maskless shuffles in device code, so these templates are what a call finds there;
+// the host pass still sees CUDA's deprecated declarations, which never generate code.
+template <class T>
+__device__ __forceinline__ T __shfl(T var, int srcLane, int width = warpSize) {
+  return __shfl_sync(akad_hip::kFullWarpMask, var, srcLane, width);
+}
+template <class T>
+__device__ __forceinline__ T __shfl_up(T var, unsigned int delta, int width = warpSize) {
+  return __shfl_up_sync(akad_hip::kFullWarpMask, var, delta, width);
+}
+template <class T>
+__device__ __forceinline__ T __shfl_down(T var, unsigned int delta, int width = warpSize) {
+  return __shfl_down_sync(akad_hip::kFullWarpMask, var, delta, width);
+}
+template <class T>
+__device__ __forceinline__ T __shfl_xor(T var, int laneMask, int width = warpSize) {
+  return __shfl_xor_sync(akad_hip::kFullWarpMask, var, laneMask, width);
+}
+
+// The votes cannot be functions: CUDA 13 still declares __any, __all (extern "C") and __ballot
+// as builtins that compile only below sm_70, and a call with an int argument would pick them
+// over any overload. So they stay function-like macros, which rewrite only `name(`; the one CUDA
+// C++ library entity spelled that way is libcu++'s `struct __any { __any(...); }`, so its header
+// is read first (its include guard then keeps the macro away from it wherever thrust, CUB or
+// torch include it later). libcu++'s `__all<...>` is not followed by `(` and is left alone.
+#if defined(__cplusplus) && __cplusplus >= 201703L && defined(__has_include)
+#if __has_include(<cuda/std/__functional/invoke.h>)
+#include <cuda/std/__functional/invoke.h>
+#endif
+#endif
 #define __ballot(p) ::akad_hip::ballot(p)
 #define __any(p) ::akad_hip::any(p)
 #define __all(p) ::akad_hip::all(p)

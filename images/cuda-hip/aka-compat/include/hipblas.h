@@ -1,0 +1,3 @@
+#pragma once
+// akad compat layer: the older top-level spelling of hipBLAS's header.
+#include "hipblas/hipblas.h"
