@@ -1,0 +1,78 @@
+// The C++ drivers' sampled verification (tasks/common/cpp/driver_main.cpp, which the hip driver
+// includes): a timed call's large output is verified at positions drawn after the call, the same
+// positions in the candidate's output and the reference's. The driver is compiled here as the
+// hip driver compiles it (its main renamed) and linked with a real task's reference
+// (tasks/cpu/transpose), so these are its own functions, not copies.
+#define main akaCpuDriverMain
+#include "driver_main.cpp"
+#undef main
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+
+namespace {
+
+// A float32 tensor whose every element holds its own position (exact up to 2^24).
+Tensor positions(const std::string& name, uint64_t n) {
+  Tensor t(name, akt::DType::F32, {n});
+  float* p = t.data<float>();
+  for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i);
+  return t;
+}
+
+TEST(DriverSampling, SmallOutputsAndTheCorrectnessRunAreKeptWhole) {
+  TensorSet full;
+  full.add(positions("small", kSampleAbove));
+  full.add(positions("large", kSampleAbove + 1));
+  const TensorSet whole = sampledOutputs(full, 0);
+  EXPECT_EQ(whole.at("large").elements(), kSampleAbove + 1);
+  const TensorSet timed = sampledOutputs(full, drawPick());
+  EXPECT_EQ(timed.at("small").elements(), kSampleAbove);
+  EXPECT_EQ(std::memcmp(timed.at("small").bytes.data(), full.at("small").bytes.data(), kSampleAbove * 4), 0);
+  EXPECT_EQ(timed.at("large").elements(), kSampledElements);
+}
+
+TEST(DriverSampling, PositionsComeFromThePickAndSpreadOverTheWholeOutput) {
+  const uint64_t n = uint64_t(1) << 22;
+  TensorSet full;
+  full.add(positions("y", n));
+  const uint64_t pick = drawPick();
+  const TensorSet a = sampledOutputs(full, pick), b = sampledOutputs(full, pick), c = sampledOutputs(full, drawPick());
+  EXPECT_EQ(std::memcmp(a.at("y").bytes.data(), b.at("y").bytes.data(), kSampledElements * 4), 0) << "same pick, same positions";
+  EXPECT_NE(std::memcmp(a.at("y").bytes.data(), c.at("y").bytes.data(), kSampledElements * 4), 0) << "another pick, other positions";
+  const float* p = a.at("y").data<float>();
+  std::set<uint64_t> seen;
+  uint64_t quarters[4] = {};
+  for (uint64_t i = 0; i < kSampledElements; ++i) {
+    const auto at = static_cast<uint64_t>(p[i]);
+    ASSERT_LT(at, n);
+    seen.insert(at);
+    ++quarters[at * 4 / n];
+  }
+  EXPECT_GT(seen.size(), kSampledElements * 99 / 100);  // few repeats among 65536 of 4M
+  for (uint64_t q : quarters) EXPECT_NEAR(static_cast<double>(q), kSampledElements / 4.0, kSampledElements / 40.0);
+}
+
+// What akacheck then sees: a call whose output is the reference's except for 0.1% of its elements
+// (say a tile left undone) differs at some sampled position; an honest one matches everywhere.
+TEST(DriverSampling, AFewWrongElementsAreAmongTheSampledOnes) {
+  const Config config(nlohmann::json{{"name", "t"}, {"rows", 1024}, {"cols", 2048}});
+  const TensorSet ref = akaReference(config, akaGenerate(config, 7));
+  const Tensor& y = ref.tensors.at(0);
+  ASSERT_GT(y.elements(), kSampleAbove);
+  TensorSet honest = ref, faked = ref;
+  float* f = faked.tensors.at(0).data<float>();
+  const uint64_t tile = y.elements() / 1000;
+  for (uint64_t i = 0; i < tile; ++i) f[y.elements() / 2 + i] = 0.0f;  // one contiguous tile
+  for (int trial = 0; trial < 20; ++trial) {
+    const uint64_t pick = drawPick();
+    const TensorSet r = sampledOutputs(ref, pick), h = sampledOutputs(honest, pick), x = sampledOutputs(faked, pick);
+    EXPECT_EQ(std::memcmp(r.tensors[0].bytes.data(), h.tensors[0].bytes.data(), kSampledElements * 4), 0);
+    EXPECT_NE(std::memcmp(r.tensors[0].bytes.data(), x.tensors[0].bytes.data(), kSampledElements * 4), 0)
+        << "a tile of " << tile << " wrong elements went unseen";
+  }
+}
+
+}  // namespace
