@@ -327,37 +327,51 @@ def softmax(x, y):
 )"));
 }
 
-// Finds the window's input pool among the loader's objects and, at the first call that sees a
-// new pool, computes the answer for every input set in it, so that later calls of the window
-// are a copy: the decoy sets make that cost more than the calls it saves.
+// Hooks the loader's InputPool class (found once among the loaded modules) so that it learns of
+// every window's pool as it arrives, and at the first call of a window computes the answer for
+// every input set of the pool, so that the window's later calls are a copy: the decoy sets make
+// that cost more than the calls it saves.
 TEST_F(GpuAttackTest, PythonAnsweringTheWholeInputPoolAtOnceEarnsNothing) {
   expectNoCredit(submitPython(R"(import gc as _gc
+import sys as _sys
 import torch as _torch
-_seen = {"pool": None, "answers": {}}
+_seen = {"hooked": False, "pool": None, "answers": None}
 
 
-def _pool():
-    for o in _gc.get_objects():
-        if type(o).__name__ == "InputPool" and hasattr(o, "inputs") and hasattr(o, "sets"):
-            return o
-    return None
+def _hook():
+    _seen["hooked"] = True
+    cls = next((c for m in list(_sys.modules.values()) for c in [getattr(m, "InputPool", None)]
+                if isinstance(c, type) and hasattr(c, "inputs")), None)
+    if cls is None:
+        return
+    init = cls.__init__
+
+    def hooked(self, *a, **k):
+        init(self, *a, **k)
+        _seen["pool"], _seen["answers"] = self, None
+    cls.__init__ = hooked
+    live = [o for o in _gc.get_objects() if type(o) is cls]
+    if live:
+        _seen["pool"] = live[-1]
 
 
 def softmax(x, y):
-    answer = _seen["answers"].get(x.data_ptr())
-    if answer is not None:
-        y.copy_(answer)
+    if not _seen["hooked"]:
+        _hook()
+    pool = _seen["pool"]
+    if pool is not None and _seen["answers"] is None:
+        _seen["answers"] = {}
+        for i in range(pool.sets):
+            xi = pool.inputs(i)["x"]
+            if xi.shape == x.shape:
+                yi = _torch.empty_like(xi)
+                _baseline(xi, yi)
+                _seen["answers"][xi.data_ptr()] = yi
+    hit = (_seen["answers"] or {}).get(x.data_ptr())
+    if hit is not None and hit.shape == y.shape:
+        y.copy_(hit)
         return
-    pool = _pool()
-    if pool is None or pool is _seen["pool"]:
-        return _baseline(x, y)
-    _seen["pool"], _seen["answers"] = pool, {}
-    for i in range(pool.sets):
-        xi = pool.inputs(i)["x"]
-        yi = _torch.empty_like(y)
-        _baseline(xi, yi)
-        _seen["answers"][xi.data_ptr()] = yi
-    y.copy_(_seen["answers"].get(x.data_ptr(), y))
+    _baseline(x, y)
 )"));
 }
 
