@@ -8,7 +8,9 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <string_view>
 
 #include "sandbox/files.h"
@@ -146,6 +148,21 @@ Status removeCgroupsBelow(const std::string& dir, const std::function<Status(con
     }
   }
   return firstError;
+}
+
+void sleepMs(int ms) {
+  timespec ts{0, ms * 1000000L};
+  ::nanosleep(&ts, nullptr);
+}
+
+Status removeCgroupDir(const std::string& dir, const std::function<bool(const std::string&)>& killAll) {
+  for (int i = 0; i < 100; ++i) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return {};
+    if (errno != EBUSY) return errnoError("cannot remove cgroup '" + dir + "'");
+    killAll(dir);
+    sleepMs(i < 10 ? 1 : 20);
+  }
+  return errnoError("cannot remove cgroup '" + dir + "' (still busy)", EBUSY);
 }
 
 }  // namespace cgroupfs

@@ -142,6 +142,10 @@ std::vector<std::string> childDirsDeepestFirst(const std::string& dir);
 // rmdir); adds the ones removed to `removed` and returns the first failure, if any.
 Status removeCgroupsBelow(const std::string& dir, const std::function<Status(const std::string&)>& removeOne,
                           int& removed);
+void sleepMs(int ms);
+// rmdir of one cgroup; while the kernel says it is busy, `killAll` (the back-end's way to empty
+// it) and try again, for about 2 s. A cgroup already gone is fine.
+Status removeCgroupDir(const std::string& dir, const std::function<bool(const std::string&)>& killAll);
 }  // namespace cgroupfs
 
 }  // namespace akad::box

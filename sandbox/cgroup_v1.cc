@@ -28,11 +28,6 @@ std::string mountFor(const std::vector<Mount>& ms, const std::string& controller
   return {};
 }
 
-void sleepMs(int ms) {
-  timespec ts{0, ms * 1000000L};
-  ::nanosleep(&ts, nullptr);
-}
-
 // Kills everything listed in cgroup.procs until it stays empty. Processes can fork between
 // the read and the kill, so repeat; the pids limit bounds how long that can go on.
 bool killProcsUntilEmpty(const std::string& dir) {
@@ -45,15 +40,7 @@ bool killProcsUntilEmpty(const std::string& dir) {
   return readPids(dir + "/cgroup.procs").empty();
 }
 
-Status removeDir(const std::string& dir) {
-  for (int i = 0; i < 100; ++i) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return {};
-    if (errno != EBUSY) return errnoError("cannot remove cgroup '" + dir + "'");
-    killProcsUntilEmpty(dir);
-    sleepMs(i < 10 ? 1 : 20);
-  }
-  return errnoError("cannot remove cgroup '" + dir + "' (still busy)", EBUSY);
-}
+Status removeDir(const std::string& dir) { return removeCgroupDir(dir, killProcsUntilEmpty); }
 
 class CgroupV1 final : public SandboxCgroup {
  public:

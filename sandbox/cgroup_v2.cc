@@ -29,11 +29,6 @@ Result<std::string> unifiedRoot() {
 
 using text::hasWord;
 
-void sleepMs(int ms) {
-  timespec ts{0, ms * 1000000L};
-  ::nanosleep(&ts, nullptr);
-}
-
 bool populated(const std::string& dir) {
   return readKeyValue(dir + "/cgroup.events", "populated").value_or(0) != 0;
 }
@@ -52,15 +47,7 @@ bool killCgroup(const std::string& dir) {
   return !populated(dir);
 }
 
-Status removeDir(const std::string& dir) {
-  for (int i = 0; i < 100; ++i) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return {};
-    if (errno != EBUSY) return errnoError("cannot remove cgroup '" + dir + "'");
-    killCgroup(dir);
-    sleepMs(i < 10 ? 1 : 20);
-  }
-  return errnoError("cannot remove cgroup '" + dir + "' (still busy)", EBUSY);
-}
+Status removeDir(const std::string& dir) { return removeCgroupDir(dir, killCgroup); }
 
 // Enables the controllers in every cgroup from the root down to `parent`, so its children
 // get memory.max, pids.max, cpuset.cpus.
