@@ -40,8 +40,6 @@ bool killProcsUntilEmpty(const std::string& dir) {
   return readPids(dir + "/cgroup.procs").empty();
 }
 
-Status removeDir(const std::string& dir) { return removeCgroupDir(dir, killProcsUntilEmpty); }
-
 class CgroupV1 final : public SandboxCgroup {
  public:
   ~CgroupV1() override { (void)remove(); }
@@ -198,7 +196,7 @@ class CgroupV1 final : public SandboxCgroup {
     // what is left (the cgroup is busy) and retries, so no separate look at cgroup.procs.
     Status result;
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it)
-      if (auto st = removeDir(*it); !st && result) result = st;
+      if (auto st = removeCgroupDir(*it, killProcsUntilEmpty); !st && result) result = st;
     removed_ = true;
     return result;
   }
@@ -229,7 +227,7 @@ Result<int> cleanupCgroupV1(const std::string& parent) {
     if (::access(dir.c_str(), F_OK) != 0) continue;
     auto st = removeCgroupsBelow(dir, [](const std::string& child) {
       killProcsUntilEmpty(child);
-      return removeDir(child);
+      return removeCgroupDir(child, killProcsUntilEmpty);
     }, removed);
     if (!st && firstError) firstError = st;
   }

@@ -47,8 +47,6 @@ bool killCgroup(const std::string& dir) {
   return !populated(dir);
 }
 
-Status removeDir(const std::string& dir) { return removeCgroupDir(dir, killCgroup); }
-
 // Enables the controllers in every cgroup from the root down to `parent`, so its children
 // get memory.max, pids.max, cpuset.cpus.
 Status enableControllers(const std::string& root, const std::string& parent, const std::vector<std::string>& wanted) {
@@ -184,7 +182,7 @@ class CgroupV2 final : public SandboxCgroup {
   Status remove() override {
     if (!created_) return {};
     // removeDir kills what is left (rmdir says EBUSY) and retries; usually nothing is.
-    Status st = removeDir(dir_);
+    Status st = removeCgroupDir(dir_, killCgroup);
     created_ = false;
     return st;
   }
@@ -213,7 +211,7 @@ Result<int> cleanupCgroupV2(const std::string& parent) {
   int removed = 0;
   Status firstError = removeCgroupsBelow(dir, [](const std::string& child) {
     killCgroup(child);
-    return removeDir(child);
+    return removeCgroupDir(child, killCgroup);
   }, removed);
   if (!firstError) return firstError.error();
   return removed;

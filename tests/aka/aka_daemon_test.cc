@@ -12,14 +12,15 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/pipeline/files.h"
+#include "tests/aka/aka_test_files.h"
 #include "tests/daemon/harness.h"
 
 namespace akad::test {
+using namespace akad::akafixture;
+
 namespace {
 
 using nlohmann::json;
-
-const fs::path kFixture = AKA_FIXTURE_CHECKOUT;
 
 class AkaDaemonTest : public ::testing::Test {
  protected:

@@ -10,6 +10,7 @@
 #include "daemon/aka/held_out.h"
 #include "daemon/aka/held_out_rules.h"
 #include "daemon/aka/import.h"
+#include "tests/aka/aka_test_files.h"
 #include "tests/daemon/harness.h"
 
 namespace fs = std::filesystem;
@@ -17,17 +18,11 @@ using nlohmann::json;
 using namespace akad;
 using namespace akad::aka;
 
+using namespace akad::akafixture;
+
 namespace {
 
-const fs::path kFixture = AKA_FIXTURE_CHECKOUT;
 const fs::path kHeldOut = AKA_FIXTURE_HELD_OUT;
-
-std::string readText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include "daemon/aka/import.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/task.h"
+#include "tests/aka/aka_test_files.h"
 #include "tests/daemon/harness.h"
 
 namespace fs = std::filesystem;
@@ -24,21 +25,9 @@ using nlohmann::json;
 using namespace akad;
 using namespace akad::aka;
 
+using namespace akad::akafixture;
+
 namespace {
-
-const fs::path kFixture = AKA_FIXTURE_CHECKOUT;
-
-std::string readText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void writeText(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
 
 // A copy of the fixture checkout and a state dir, both the test's own.
 struct Workdir {

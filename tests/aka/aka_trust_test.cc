@@ -11,27 +11,16 @@
 #include "daemon/aka/import.h"
 #include "daemon/aka/trust.h"
 #include "daemon/pipeline/files.h"
+#include "tests/aka/aka_test_files.h"
 #include "tests/daemon/harness.h"
 
 namespace fs = std::filesystem;
 using namespace akad;
 using namespace akad::aka;
 
+using namespace akad::akafixture;
+
 namespace {
-
-const fs::path kFixture = AKA_FIXTURE_CHECKOUT;
-
-std::string readText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void writeText(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
 
 bool listed(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();

@@ -95,8 +95,6 @@ class AkaWrapScoring : public ::testing::Test {
 
 const char* kFastDot = "def dot(a, b):\n    return sum(x * y for x, y in zip(a, b))\n";
 
-}  // namespace
-
 TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
   const fs::path tree = candidate("fast", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << kFastDot; });
   auto r = scoreCandidate(task_, tree, tmp_ / "score-fast", environment());
@@ -426,3 +424,5 @@ TEST(AkaSeeds, TorchManualSeedIsRemappedWithTheScoringsSalt_FakeTorch) {
   ASSERT_NE(plain.exitCode, 0);  // without a salt nothing is re-mapped: the stand-in's random.manual_seed raises
   EXPECT_NE(plain.err.find("not re-mapped"), std::string::npos) << plain.err;
 }
+
+}  // namespace
