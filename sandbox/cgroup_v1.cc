@@ -192,7 +192,7 @@ class CgroupV1 final : public SandboxCgroup {
 
   Status remove() override {
     if (removed_) return {};
-    // Usually everything is gone with the pid namespace and rmdir just works; removeDir kills
+    // Usually everything is gone with the pid namespace and rmdir just works; removeCgroupDir kills
     // what is left (the cgroup is busy) and retries, so no separate look at cgroup.procs.
     Status result;
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it)

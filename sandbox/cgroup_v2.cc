@@ -181,7 +181,7 @@ class CgroupV2 final : public SandboxCgroup {
 
   Status remove() override {
     if (!created_) return {};
-    // removeDir kills what is left (rmdir says EBUSY) and retries; usually nothing is.
+    // removeCgroupDir kills what is left (rmdir says EBUSY) and retries; usually nothing is.
     Status st = removeCgroupDir(dir_, killCgroup);
     created_ = false;
     return st;

@@ -22,16 +22,33 @@ Tensor positions(const std::string& name, uint64_t n) {
   return t;
 }
 
+// What writeVerified writes for `set` and `pick`, read back from a file of the test's own.
+TensorSet writtenBack(const TensorSet& set, uint64_t pick) {
+  char dir[] = "/tmp/driver-sampling-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
+  const std::string file = std::string(dir) + "/out.akt";
+  writeVerified(file, set, pick);
+  TensorSet back = akt::readAkt(file);
+  ::unlink(file.c_str());
+  ::rmdir(dir);
+  return back;
+}
+
 TEST(DriverSampling, SmallOutputsAndTheCorrectnessRunAreKeptWhole) {
   TensorSet full;
   full.add(positions("small", kSampleAbove));
   full.add(positions("large", kSampleAbove + 1));
-  const TensorSet whole = sampledOutputs(full, 0);
+  // Pick 0 is the correctness run: what is written is the whole output.
+  const TensorSet whole = writtenBack(full, 0);
   EXPECT_EQ(whole.at("large").elements(), kSampleAbove + 1);
-  const TensorSet timed = sampledOutputs(full, drawPick());
+  EXPECT_EQ(std::memcmp(whole.at("large").bytes.data(), full.at("large").bytes.data(), (kSampleAbove + 1) * 4), 0);
+  const uint64_t pick = drawPick();
+  const TensorSet timed = sampledOutputs(full, pick);
   EXPECT_EQ(timed.at("small").elements(), kSampleAbove);
   EXPECT_EQ(std::memcmp(timed.at("small").bytes.data(), full.at("small").bytes.data(), kSampleAbove * 4), 0);
   EXPECT_EQ(timed.at("large").elements(), kSampledElements);
+  const TensorSet written = writtenBack(full, pick);
+  EXPECT_EQ(std::memcmp(written.at("large").bytes.data(), timed.at("large").bytes.data(), kSampledElements * 4), 0);
 }
 
 TEST(DriverSampling, PositionsComeFromThePickAndSpreadOverTheWholeOutput) {

@@ -326,16 +326,8 @@ TensorSet ownedLike(const TensorSet& layout) {
 constexpr uint64_t kSampleAbove = uint64_t(1) << 20;
 constexpr uint64_t kSampledElements = uint64_t(1) << 16;
 
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: positions from one seed
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// `full` as it is verified: whole when `pick` is 0, else its large tensors at pick's positions.
+// `full`'s large tensors at positions drawn from `pick` (the harness's Rng); small ones whole.
 TensorSet sampledOutputs(const TensorSet& full, uint64_t pick) {
-  if (pick == 0) return full;
   TensorSet s;
   for (const Tensor& t : full.tensors) {
     const uint64_t n = t.elements();
@@ -345,11 +337,18 @@ TensorSet sampledOutputs(const TensorSet& full, uint64_t pick) {
     }
     const size_t es = akt::dtypeSize(t.dtype);
     Tensor part(t.name, t.dtype, {kSampledElements});
+    Rng at(pick);
     for (uint64_t i = 0; i < kSampledElements; ++i)
-      std::memcpy(part.bytes.data() + i * es, t.bytes.data() + (mix64(pick + i) % n) * es, es);
+      std::memcpy(part.bytes.data() + i * es, t.bytes.data() + (at.next() % n) * es, es);
     s.add(std::move(part));
   }
   return s;
+}
+
+// Writes `set` as it is verified: whole when `pick` is 0 (the correctness run), else sampled.
+void writeVerified(const std::string& path, const TensorSet& set, uint64_t pick) {
+  if (pick == 0) akt::writeAkt(path, set);
+  else akt::writeAkt(path, sampledOutputs(set, pick));
 }
 
 // A seed for sampledOutputs, never 0 (which means whole).
@@ -359,7 +358,7 @@ struct KeptCall {
   std::string name;
   json config;
   uint64_t seed;
-  TensorSet outputs;  // as verified (sampledOutputs with pick)
+  TensorSet outputs;  // as verified: sampled when pick is not 0
   uint64_t pick = 0;
 };
 
@@ -603,7 +602,7 @@ void writeVerification(const std::string& outDir, std::vector<KeptCall>& kept) {
   for (KeptCall& k : kept) {
     Config config(k.config);
     TensorSet in = akaGenerate(config, k.seed);
-    akt::writeAkt(outDir + "/" + k.name + ".ref.akt", sampledOutputs(akaReference(config, in), k.pick));
+    writeVerified(outDir + "/" + k.name + ".ref.akt", akaReference(config, in), k.pick);
     akt::writeAkt(outDir + "/" + k.name + ".out.akt", k.outputs);
     k.outputs = TensorSet();
     cases.push_back({{"name", k.name}, {"config", k.config}});

@@ -485,7 +485,7 @@ class GpuDriver {
       download(hostOut, outSets[j]);
       samples[j].compare(hostOut);
       const uint64_t pick = w.timed ? drawPick() : 0;  // the correctness run's outputs whole
-      akt::writeAkt(outDir_ + "/" + keepAs + ".out.akt", sampledOutputs(hostOut, pick));
+      writeVerified(outDir_ + "/" + keepAs + ".out.akt", hostOut, pick);
       kept_.push_back({keepAs, g.config, w.calls[j].seed, TensorSet(), pick});
       ++times.kept;
       prep_.keepS += secondsSince(k0);
@@ -535,7 +535,7 @@ void writeReferences(const std::string& outDir, const std::vector<KeptCall>& kep
   parallelFor(kept.size(), [&](size_t i) {
     const Config config(kept[i].config);
     const TensorSet in = akaGenerate(config, kept[i].seed);
-    akt::writeAkt(outDir + "/" + kept[i].name + ".ref.akt", sampledOutputs(akaReference(config, in), kept[i].pick));
+    writeVerified(outDir + "/" + kept[i].name + ".ref.akt", akaReference(config, in), kept[i].pick);
   });
   json cases = json::array();
   for (const KeptCall& k : kept) cases.push_back({{"name", k.name}, {"config", k.config}});
