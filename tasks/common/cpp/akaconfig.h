@@ -1,15 +1,17 @@
 // akaconfig.h - what every C++ harness shares: the configuration of a case (Config, typed
-// getters with errors that name the configuration and key) and the seeded generator (Rng:
-// xoshiro256** seeded by splitmix64), so inputs come out byte-identical for a given
-// (configuration, seed) whichever harness generates them.
+// getters with errors that name the configuration and key) and the seeded generators (Rng:
+// xoshiro256** seeded by splitmix64; fillUniform: counter-based, akafill.h), so inputs come out
+// byte-identical for a given (configuration, seed) whichever harness generates them.
 #pragma once
 
+#include "akafill.h"
 #include "akt.h"
 
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 using akt::DType;
 using akt::Tensor;
@@ -105,3 +107,50 @@ class Rng {
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
 };
+
+// One fill made by fillUniform: what the hip driver needs to make the same bytes on the GPU.
+struct FillRecord {
+  std::string tensor;
+  akafill::Kind kind;
+  uint32_t stream;
+  float lo, hi;
+};
+
+// While set, fillUniform calls on this thread are recorded here (the hip driver's, once per
+// configuration: a task whose akaGenerate fills every input tensor with one fillUniform gets its
+// timed calls' inputs made on the GPU; any other is generated on the host as before).
+inline thread_local std::vector<FillRecord>* fillLog = nullptr;
+
+// Fills every element of `t` (f32, f16 or bf16) with a value uniform in [lo, hi) that depends
+// only on (seed, stream, index): use a distinct stream per tensor of one set.
+inline void fillUniform(Tensor& t, uint64_t seed, uint32_t stream, float lo, float hi) {
+  akafill::Kind kind;
+  switch (t.dtype) {
+    case DType::F32: kind = akafill::Kind::F32; break;
+    case DType::F16: kind = akafill::Kind::F16; break;
+    case DType::BF16: kind = akafill::Kind::BF16; break;
+    default: throw akt::Error("fillUniform: tensor '" + t.name + "' is " + akt::dtypeName(t.dtype) + ", not f32, f16 or bf16");
+  }
+  const uint64_t key = akafill::keyOf(seed, stream), n = t.elements();
+  void* out = t.bytes.data();
+  for (uint64_t i = 0; i < n; ++i) akafill::store(out, kind, i, akafill::uniformAt(key, i, lo, hi));
+  if (fillLog) fillLog->push_back({t.name, kind, stream, lo, hi});
+}
+
+// The fills that made `set`, one per tensor in the set's order, when `log` holds exactly one fill
+// for each of its tensors and nothing else; empty when anything in the set came another way.
+inline std::vector<FillRecord> fillsCovering(const TensorSet& set, const std::vector<FillRecord>& log) {
+  if (log.size() != set.size() || set.size() == 0) return {};
+  std::vector<FillRecord> fills;
+  for (const Tensor& t : set.tensors) {
+    const FillRecord* found = nullptr;
+    for (const FillRecord& r : log) {
+      if (r.tensor != t.name) continue;
+      if (found) return {};
+      found = &r;
+    }
+    if (!found) return {};
+    fills.push_back(*found);
+  }
+  return fills;
+}

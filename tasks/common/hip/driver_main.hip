@@ -21,9 +21,10 @@
 // address: the host copies of the outputs and the pieces it reads.
 //
 // A window of calls, on the driver's steady_clock (docs/scoring.md, "GPU harnesses"):
-//   untimed: akaGenerate the pool's input sets, each from a fresh getrandom seed, on several
-//     threads, straight into the new allocation (per timed call two sets: the one it uses and a
-//     decoy); fill the output sets with 0xff bytes, write flush_bytes of device memory (L2),
+//   untimed: make the pool's input sets, each from a fresh getrandom seed, straight into the
+//     new allocation (per timed call two sets: the one it uses and a decoy): on the GPU when
+//     the task's akaGenerate is made of fillUniform fills (DeviceFills), else with akaGenerate
+//     on several host threads; fill the output sets with 0xff bytes, write flush_bytes of device memory (L2),
 //     synchronise; the worker primes (kPrime: 100 us of its own GPU work, so the GPU runs its
 //     context when the clock starts);
 //   T0; send the pool's descriptor; per call: name its set and output set in the header, go;
@@ -153,6 +154,71 @@ class Stream {
 
  private:
   hipStream_t s_ = nullptr;
+};
+
+// The GPU's side of akafill.h: one recorded fill into one tensor.
+__global__ void fillKernel(void* out, uint64_t n, uint64_t key, float lo, float hi, akafill::Kind kind) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    akafill::store(out, kind, i, akafill::uniformAt(key, i, lo, hi));
+}
+
+// A configuration's inputs made on the GPU, from the fills (fillUniform) its akaGenerate made
+// while recorded: one per input tensor. They are used only when they also reproduce on the GPU,
+// byte for byte, the set the host made from the same seed; otherwise (a task that generates some
+// other way) every set is generated on the host as before. The reference regenerates a kept
+// call's inputs on the host from its seed either way.
+class DeviceFills {
+ public:
+  // akaGenerate(config, seed) on the host, with its fills recorded.
+  TensorSet record(const Config& config, uint64_t seed) {
+    std::vector<FillRecord> log;
+    fillLog = &log;
+    TensorSet set;
+    try {
+      set = akaGenerate(config, seed);
+    } catch (...) {
+      fillLog = nullptr;
+      throw;
+    }
+    fillLog = nullptr;
+    fills_ = fillsCovering(set, log);
+    usable_ = !fills_.empty();
+    return set;
+  }
+
+  // Makes `host`'s seed on the GPU, into memory poisoned first, and compares.
+  void confirm(const TensorSet& host, uint64_t seed, hipStream_t stream) {
+    if (!usable_) return;
+    const DeviceSet scratch(host);
+    for (const DeviceTensor& t : scratch.tensors())
+      if (t.bytes) AKA_HIP_CHECK(hipMemsetAsync(t.ptr, 0xa5, t.bytes, stream));
+    launch(scratch, seed, stream);
+    AKA_HIP_CHECK(hipStreamSynchronize(stream));
+    TensorSet back = ownedLike(host);
+    download(back, scratch);
+    for (size_t i = 0; usable_ && i < host.size(); ++i)
+      usable_ = std::memcmp(back.tensors[i].bytes.data(), host.tensors[i].bytes.data(), host.tensors[i].bytes.size()) == 0;
+  }
+
+  // The set for `seed` into `dst` (tensors in the recorded set's order), queued on `stream`.
+  void launch(const DeviceSet& dst, uint64_t seed, hipStream_t stream) const {
+    for (size_t i = 0; i < fills_.size(); ++i) {
+      const FillRecord& f = fills_[i];
+      const uint64_t n = dst.tensors()[i].elements();
+      if (n == 0) continue;
+      const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>((n + 255) / 256, 4096));
+      hipLaunchKernelGGL(fillKernel, dim3(blocks), dim3(256), 0, stream, dst.tensors()[i].ptr, n,
+                         akafill::keyOf(seed, f.stream), f.lo, f.hi, f.kind);
+      AKA_HIP_CHECK(hipGetLastError());
+    }
+  }
+
+  bool usable() const { return usable_; }
+
+ private:
+  std::vector<FillRecord> fills_;
+  bool usable_ = false;
 };
 
 // Where the tensors sit in the shared allocation (as in the cpp region: 4096-byte aligned).
@@ -342,7 +408,9 @@ class GpuDriver {
 
     // The layout comes from one set generated for it alone; the worker learns the shapes, never
     // the values (timed calls use sets generated later, from seeds of their own).
-    const TensorSet first = akaGenerate(config, check ? g.checkCalls.front().second : secureRandom());
+    const uint64_t firstSeed = check ? g.checkCalls.front().second : secureRandom();
+    const TensorSet first = fills_.record(config, firstSeed);
+    fills_.confirm(first, firstSeed, stream_.get());
     size_t inputBytes = 0;
     for (const Tensor& t : first.tensors) inputBytes += t.bytes.size();
     const size_t k = windowCallsFor(inputBytes);
@@ -397,11 +465,12 @@ class GpuDriver {
   void finish() { akachan::sendMessage(sock_, json{{"type", "bye"}}.dump()); }
   const std::vector<KeptCall>& kept() const { return kept_; }
   const PrepTimes& prep() const { return prep_; }
+  bool inputsOnDevice() const { return fills_.usable(); }
 
  private:
   // A window's input pool: `calls x setsPerCall` sets, each from a fresh seed (check: the plan's
-  // seeds, one set per call), generated on a few threads and uploaded straight into the new
-  // allocation, which the worker has no handle to yet. Empty windows get a pool of the same size
+  // seeds, one set per call), made on the GPU (DeviceFills) or generated on a few host threads
+  // and uploaded, straight into the new allocation, which the worker has no handle to yet. Empty windows get a pool of the same size
   // with nothing in it: the worker never reads it. Returns, per call, the set it uses.
   std::vector<uint32_t> fillPool(const SharedDeviceMemory& pool, Window& w, const Config& config,
                                  const TensorSet& layoutSet, const SharedLayout& inLayout, bool check) {
@@ -416,12 +485,18 @@ class GpuDriver {
       w.calls[j].seed = seeds[used[j]];
     }
     const auto g0 = Clock::now();
-    parallelFor(seeds.size(), [&](size_t i) {
-      const TensorSet host = akaGenerate(config, seeds[i]);
-      if (!sameLayout(host, layoutSet))
-        throw std::runtime_error("akaGenerate made inputs of another layout for the same configuration");
-      upload(DeviceSet::views(layoutSet, pointersAt(pool.base() + i * inLayout.bytes, inLayout.inputs)), host);
-    });
+    auto setAt = [&](size_t i) { return DeviceSet::views(layoutSet, pointersAt(pool.base() + i * inLayout.bytes, inLayout.inputs)); };
+    if (fills_.usable()) {
+      for (size_t i = 0; i < seeds.size(); ++i) fills_.launch(setAt(i), seeds[i], stream_.get());
+      AKA_HIP_CHECK(hipStreamSynchronize(stream_.get()));
+    } else {
+      parallelFor(seeds.size(), [&](size_t i) {
+        const TensorSet host = akaGenerate(config, seeds[i]);
+        if (!sameLayout(host, layoutSet))
+          throw std::runtime_error("akaGenerate made inputs of another layout for the same configuration");
+        upload(setAt(i), host);
+      });
+    }
     prep_.generateS += secondsSince(g0);
     return used;
   }
@@ -527,6 +602,7 @@ class GpuDriver {
   size_t callsTimed_ = 0;
   std::vector<KeptCall> kept_;
   PrepTimes prep_;
+  DeviceFills fills_;
 };
 
 // After the worker is gone: the reference's answers for the kept calls (whose outputs are
@@ -568,10 +644,12 @@ int driveGpu(const std::string& mode, const std::map<std::string, std::string>& 
       driver.runGroup(g, t, windowCalls);
       const PrepTimes& p = driver.prep();
       report["groups"].push_back({{"name", t.name}, {"samples_ns", t.samples}, {"empty_ns", t.empty},
-                                  {"inproc_ns", t.inproc}, {"kept", t.kept}, {"window_calls", windowCalls}});
+                                  {"inproc_ns", t.inproc}, {"kept", t.kept}, {"window_calls", windowCalls},
+                                  {"inputs_on_device", driver.inputsOnDevice()}});
       std::cerr << "driver: " << g.name << ": " << (mode == "check" ? g.checkCalls.size() : t.samples.size())
                 << " calls, " << t.kept << " kept for verification; " << secondsSince(t0) << " s, of which "
-                << p.generateS << " s generating and uploading inputs, " << p.keepS
+                << p.generateS << " s generating inputs (" << (driver.inputsOnDevice() ? "on the GPU" : "on the host")
+                << "), " << p.keepS
                 << " s writing kept outputs; " << windowCalls << " calls to a window\n";
     }
     driver.finish();

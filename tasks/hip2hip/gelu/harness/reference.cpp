@@ -6,10 +6,8 @@
 
 TensorSet akaGenerate(const Config& config, uint64_t seed) {
   const size_t n = config.getSize("n");
-  Rng rng(seed);
   TensorSet in;
-  uint16_t* x = in.add(Tensor("x", DType::F16, {n})).data<uint16_t>();
-  for (size_t i = 0; i < n; ++i) x[i] = akt::floatToHalf(rng.uniform(-6.0f, 6.0f));
+  fillUniform(in.add(Tensor("x", DType::F16, {n})), seed, 0, -6.0f, 6.0f);
   return in;
 }
 

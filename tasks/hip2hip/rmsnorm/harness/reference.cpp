@@ -6,12 +6,9 @@
 
 TensorSet akaGenerate(const Config& config, uint64_t seed) {
   const size_t rows = config.getSize("rows"), cols = config.getSize("cols");
-  Rng rng(seed);
   TensorSet in;
-  uint16_t* x = in.add(Tensor("x", DType::BF16, {rows, cols})).data<uint16_t>();
-  for (size_t i = 0; i < rows * cols; ++i) x[i] = akt::floatToBf16(rng.uniform(-3.0f, 3.0f));
-  uint16_t* w = in.add(Tensor("w", DType::BF16, {cols})).data<uint16_t>();
-  for (size_t i = 0; i < cols; ++i) w[i] = akt::floatToBf16(rng.uniform(0.5f, 1.5f));
+  fillUniform(in.add(Tensor("x", DType::BF16, {rows, cols})), seed, 0, -3.0f, 3.0f);
+  fillUniform(in.add(Tensor("w", DType::BF16, {cols})), seed, 1, 0.5f, 1.5f);
   return in;
 }
 

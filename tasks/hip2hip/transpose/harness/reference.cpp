@@ -5,10 +5,8 @@
 
 TensorSet akaGenerate(const Config& config, uint64_t seed) {
   const size_t rows = config.getSize("rows"), cols = config.getSize("cols");
-  Rng rng(seed);
   TensorSet in;
-  float* x = in.add(Tensor("x", DType::F32, {rows, cols})).data<float>();
-  for (size_t i = 0; i < rows * cols; ++i) x[i] = rng.uniform(-1.0f, 1.0f);
+  fillUniform(in.add(Tensor("x", DType::F32, {rows, cols})), seed, 0, -1.0f, 1.0f);
   return in;
 }
 
