@@ -265,6 +265,7 @@ TEST(AkaClassify, OnNvidiaEachClassWithItsReason) {
   const ImportedTask& bias = *t["torch2hip/gpumode/AddBias"];
   EXPECT_EQ(bias.cls, TaskClass::Compat);
   EXPECT_EQ(bias.compat, (std::vector<std::string>{"hip-extension", "rocm-torch-headers"}));
+  EXPECT_TRUE(anyReasonHas(bias, "the ROCm-PyTorch header ATen/cuda/HIPContext.h, shimmed"));
 
   const ImportedTask& neg = *t["torch2hip/gpumode/ApplyUtilsNeg"];
   EXPECT_EQ(neg.cls, TaskClass::NeedsEdit);
