@@ -24,8 +24,8 @@
 //   untimed: make the pool's input sets, each from a fresh getrandom seed, straight into the
 //     new allocation (per timed call two sets: the one it uses and a decoy): on the GPU when
 //     the task's akaGenerate is made of fillUniform fills (DeviceFills), else with akaGenerate
-//     on several host threads; fill the output sets with 0xff bytes, write flush_bytes of device memory (L2),
-//     synchronise; the worker primes (kPrime: 100 us of its own GPU work, so the GPU runs its
+//     on several host threads; fill the output sets with 0xff bytes, write flush_bytes of
+//     device memory (L2), synchronise; the worker primes (kPrime: 100 us of its own GPU work, so the GPU runs its
 //     context when the clock starts);
 //   T0; send the pool's descriptor; per call: name its set and output set in the header, go;
 //     the worker (mapping the pool at the first) calls the kernel, synchronises its device and
@@ -183,13 +183,12 @@ class DeviceFills {
     }
     fillLog = nullptr;
     fills_ = fillsCovering(set, log);
-    usable_ = !fills_.empty();
     return set;
   }
 
   // Makes `host`'s seed on the GPU, into memory poisoned first, and compares.
   void confirm(const TensorSet& host, uint64_t seed, hipStream_t stream) {
-    if (!usable_) return;
+    if (fills_.empty()) return;
     const DeviceSet scratch(host);
     for (const DeviceTensor& t : scratch.tensors())
       if (t.bytes) AKA_HIP_CHECK(hipMemsetAsync(t.ptr, 0xa5, t.bytes, stream));
@@ -197,8 +196,11 @@ class DeviceFills {
     AKA_HIP_CHECK(hipStreamSynchronize(stream));
     TensorSet back = ownedLike(host);
     download(back, scratch);
-    for (size_t i = 0; usable_ && i < host.size(); ++i)
-      usable_ = std::memcmp(back.tensors[i].bytes.data(), host.tensors[i].bytes.data(), host.tensors[i].bytes.size()) == 0;
+    for (size_t i = 0; i < host.size(); ++i)
+      if (std::memcmp(back.tensors[i].bytes.data(), host.tensors[i].bytes.data(), host.tensors[i].bytes.size()) != 0) {
+        fills_.clear();  // the host makes this configuration's inputs
+        return;
+      }
   }
 
   // The set for `seed` into `dst` (tensors in the recorded set's order), queued on `stream`.
@@ -214,11 +216,10 @@ class DeviceFills {
     }
   }
 
-  bool usable() const { return usable_; }
+  bool usable() const { return !fills_.empty(); }
 
  private:
-  std::vector<FillRecord> fills_;
-  bool usable_ = false;
+  std::vector<FillRecord> fills_;  // empty: the host makes the inputs
 };
 
 // Where the tensors sit in the shared allocation (as in the cpp region: 4096-byte aligned).
@@ -470,8 +471,8 @@ class GpuDriver {
  private:
   // A window's input pool: `calls x setsPerCall` sets, each from a fresh seed (check: the plan's
   // seeds, one set per call), made on the GPU (DeviceFills) or generated on a few host threads
-  // and uploaded, straight into the new allocation, which the worker has no handle to yet. Empty windows get a pool of the same size
-  // with nothing in it: the worker never reads it. Returns, per call, the set it uses.
+  // and uploaded, straight into the new allocation, which the worker has no handle to yet.
+  // Empty windows get a pool of the same size with nothing in it: the worker never reads it. Returns, per call, the set it uses.
   std::vector<uint32_t> fillPool(const SharedDeviceMemory& pool, Window& w, const Config& config,
                                  const TensorSet& layoutSet, const SharedLayout& inLayout, bool check) {
     const size_t m = w.setsPerCall;
@@ -485,7 +486,9 @@ class GpuDriver {
       w.calls[j].seed = seeds[used[j]];
     }
     const auto g0 = Clock::now();
-    auto setAt = [&](size_t i) { return DeviceSet::views(layoutSet, pointersAt(pool.base() + i * inLayout.bytes, inLayout.inputs)); };
+    auto setAt = [&](size_t i) {
+      return DeviceSet::views(layoutSet, pointersAt(pool.base() + i * inLayout.bytes, inLayout.inputs));
+    };
     if (fills_.usable()) {
       for (size_t i = 0; i < seeds.size(); ++i) fills_.launch(setAt(i), seeds[i], stream_.get());
       AKA_HIP_CHECK(hipStreamSynchronize(stream_.get()));
