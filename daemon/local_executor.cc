@@ -40,6 +40,8 @@ Result<nlohmann::json> LocalExecutor::execute(const AttemptExecution& e) {
     s.scoring.candidate_gid = *e.candidate_uid;
   }
   s.scoring.canceller = e.canceller;
+  // A candidate's kept builds serve only its own submitter's later scorings.
+  s.scoring.build_cache_scope = "uid " + std::to_string(e.run.submitterUid);
   s.on_stage = e.on_stage;
   s.on_snapshot = e.on_snapshot;
   s.lease_gpu = [this, &e](const std::string& stage) { return leaseGpu(e, stage); };

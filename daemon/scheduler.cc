@@ -23,6 +23,7 @@ Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snaps
   AttemptSetup setup;
   setup.attempts_dir = config_.state_dir / "attempts";
   setup.trusted_cache = config_.state_dir / "tasks";
+  setup.build_cache = config_.state_dir / "build-cache";
   setup.images_dir = config_.images_dir;
   setup.akacheck = config_.akacheck;
   setup.allow_agent_network = config_.allow_agent_network;

@@ -229,7 +229,9 @@ constexpr std::size_t kMaxSplicedFileBytes = 16 << 20;
 
 Result<WrappedWorkspace> assembleWrappedWorkspace(const TrustMapping& mapping, const fs::path& pristine,
                                                   const fs::path& candidateTree, const fs::path& dest) {
-  if (auto s = copyTree(pristine, dest); !s) return s.error();
+  // Times kept, and each taken file given its pristine file's: a build tool sees the same tree
+  // in every scoring, and the build cache (build_cache.h) is keyed by content.
+  if (auto s = copyTree(pristine, dest, FileTimes::Kept); !s) return s.error();
   WrappedWorkspace ws;
   const std::set<std::string> editable(mapping.editable.begin(), mapping.editable.end());
   const std::set<std::string> before = regularFiles(pristine);
@@ -248,6 +250,7 @@ Result<WrappedWorkspace> assembleWrappedWorkspace(const TrustMapping& mapping, c
     if (!fs::is_regular_file(fs::symlink_status(from, ec))) continue;  // deleted or a link: the pristine one stays
     if (mapping.splice_functions.empty()) {
       if (auto s = copyFile(from, dest / rel); !s) return s.error();
+      if (auto s = copyModificationTime(pristine / rel, dest / rel); !s) return s.error();
       ws.taken.push_back(rel);
       continue;
     }
@@ -261,6 +264,7 @@ Result<WrappedWorkspace> assembleWrappedWorkspace(const TrustMapping& mapping, c
     auto spliced = spliceFunctions(*ours, *theirs, mapping.splice_functions);
     if (!spliced) return Error{rel + ": " + spliced.error().message};
     if (auto s = writeFile(dest / rel, spliced->text); !s) return s.error();
+    if (auto s = copyModificationTime(pristine / rel, dest / rel); !s) return s.error();
     for (const auto& fn : spliced->spliced) ws.spliced.push_back(rel + ": " + fn);
     if (spliced->outsideChanged) ws.ignored.push_back(rel + " (changed outside target_kernel_functions)");
   }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "daemon/aka/build_cache.h"
 #include "daemon/aka/checkout.h"
 #include "daemon/aka/classify.h"
 #include "daemon/aka/held_out_rules.h"
@@ -36,7 +37,7 @@ Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, cons
   for (std::size_t i = 0; i < spec.generated.shapes.size(); ++i) {
     const auto& shape = spec.generated.shapes[i];
     const fs::path dir = workDir / ("held-out-trial-" + std::to_string(i));
-    if (auto s = copyTree(task.workspaceDir(), dir); !s) return s.error();
+    if (auto s = copyTree(task.workspaceDir(), dir, FileTimes::Kept); !s) return s.error();
     Injection one{spec.generated.file, "TEST_SHAPES", testShapesCode({shape}, spec.generated.scalars), ""};
     if (auto s = applyInjections(dir, {one}); !s) return s.error();
     auto side = makeSide("held-out-trial-" + std::to_string(i), false, dir, baselineJit, env);
@@ -99,7 +100,7 @@ class WrapScoring {
   // The pristine baseline's copy (beside the assembled workspace), the GPU, the seed salt and
   // the runner with its sitecustomize.
   Status startRunner(const CompatLayer& compat) {
-    if (auto s = copyTree(task_.workspaceDir(), work_ / "baseline"); !s) return s;
+    if (auto s = copyTree(task_.workspaceDir(), work_ / "baseline", FileTimes::Kept); !s) return s;
     std::vector<std::string> gpus = env_.gpus;
     if (env_.acquire_gpus) {
       notify("waiting for a GPU");
@@ -188,7 +189,7 @@ class WrapScoring {
     auto heldWs = assembleWrappedWorkspace(spec_.mapping, task_.workspaceDir(), candidateTree, work_ / "ws-held");
     if (!heldWs) return heldWs.error();
     if (auto s = applyInjections(work_ / "ws-held", heldOut); !s) return s.error();
-    if (auto s = copyTree(task_.workspaceDir(), work_ / "baseline-held"); !s) return s.error();
+    if (auto s = copyTree(task_.workspaceDir(), work_ / "baseline-held", FileTimes::Kept); !s) return s.error();
     if (auto s = applyInjections(work_ / "baseline-held", heldOut); !s) return s.error();
     return scorePhase("held_out_", work_ / "ws-held", work_ / "baseline-held");
   }
@@ -254,6 +255,31 @@ void fillVerdict(json& result, const json& gates, const WrapScoring::PhaseOutcom
 }
 
 
+// The candidate's kept build for these exact bytes, copied into its cache folder before its
+// first command (build_cache.h). Returns {key, hit}, or null when the scoring keeps none.
+Result<json> restoreBuild(const Task& task, const WrapSpec& spec, const ScoringEnvironment& env, const fs::path& workDir) {
+  if (env.build_cache.empty()) return json(nullptr);
+  auto key = candidateBuildKey(task.content_hash, env.build_cache_scope + "\n" + env.image.name, spec.mapping.editable,
+                               workDir / "ws");
+  if (!key) return key.error();
+  auto hit = restoreCandidateBuild(env.build_cache, *key, workDir / "jit-candidate");
+  if (!hit) return hit.error();
+  return json{{"key", *key}, {"hit", *hit}};
+}
+
+// Keeps what a compiled candidate built for its next scoring; a kept build that cannot be
+// written is a note, not a failed scoring.
+json keepBuild(const ScoringEnvironment& env, json cache, const fs::path& workDir, bool compiled) {
+  if (cache["hit"].get<bool>()) return cache;
+  if (!compiled) {
+    cache["kept"] = "not kept: the candidate did not compile";
+    return cache;
+  }
+  auto kept = publishCandidateBuild(env.build_cache, cache["key"].get<std::string>(), workDir / "jit-candidate");
+  cache["kept"] = kept ? *kept : "not kept: " + kept.error().message;
+  return cache;
+}
+
 }  // namespace
 
 Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTree, const fs::path& workDir,
@@ -280,6 +306,8 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
                  {"compat_applied", applied},
                  {"seeds", {{"torch_manual_seed_salt", std::to_string(scoring.salt() % (1ull << 62))}}}};
 
+  auto cache = restoreBuild(task, *spec, env, workDir);
+  if (!cache) return cache.error();
   auto visible = scoring.scorePhase("", workDir / "ws", workDir / "baseline");
   if (!visible) return visible.error();
   // Held-out shapes are scored whenever the candidate compiles, reported apart, as for native tasks.
@@ -293,6 +321,7 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
     held = *h;
   }
   if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
+  if (cache->is_object()) result["build_cache"] = keepBuild(env, *cache, workDir, visible->compiled);
   fillVerdict(result, scoring.gates(), *visible, held, heldOutNote, env.measure_performance);
   if (!compat.unavailable.empty()) result["compat_unavailable"] = compat.unavailable;
   if (compat.active()) result["compat_record"] = scoring.compatRecord();

@@ -24,6 +24,7 @@ AttemptServices baseServices(const AttemptSetup& setup, const AttemptImages& ima
   s.workspace_limits = setup.workspace_limits;
   s.scoring.tasks_root = setup.tasks_def_root;
   s.scoring.trusted_cache = setup.trusted_cache;
+  s.scoring.build_cache = setup.build_cache;
   s.scoring.akacheck = setup.akacheck;
   s.scoring.image = images.task;
   s.agent_image = images.agent;

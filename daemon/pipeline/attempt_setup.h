@@ -18,6 +18,7 @@ struct AttemptSetup {
   std::filesystem::path attempts_dir;   // per-attempt folders (workspaces, logs, scorings)
   std::filesystem::path tasks_def_root; // the task version's definition tree (tasks/<hash>/def)
   std::filesystem::path trusted_cache;  // trusted builds, per task version
+  std::filesystem::path build_cache;    // wrapped candidates' builds (empty: none kept)
   std::filesystem::path images_dir;
   std::filesystem::path akacheck;
   bool allow_agent_network = true;

@@ -13,17 +13,27 @@ namespace fs = std::filesystem;
 
 namespace akad {
 
-Status copyFile(const fs::path& src, const fs::path& dst) {
+Status copyModificationTime(const fs::path& from, const fs::path& path) {
+  struct stat st {};
+  if (::stat(from.c_str(), &st) != 0) return errnoError("cannot stat " + from.string());
+  const struct timespec times[2] = {{0, UTIME_OMIT}, st.st_mtim};
+  if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0)
+    return errnoError("cannot set the modification time of " + path.string());
+  return {};
+}
+
+Status copyFile(const fs::path& src, const fs::path& dst, FileTimes times) {
   std::error_code ec;
   fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
   if (ec) return Error{"cannot copy " + src.string() + " to " + dst.string() + ": " + ec.message()};
   struct stat st {};
   if (::stat(src.c_str(), &st) == 0)
     ::chmod(dst.c_str(), (st.st_mode & 0111) ? 0755 : 0644);
+  if (times == FileTimes::Kept) return copyModificationTime(src, dst);
   return {};
 }
 
-Status copyTree(const fs::path& src, const fs::path& dst) {
+Status copyTree(const fs::path& src, const fs::path& dst, FileTimes times) {
   std::error_code ec;
   fs::create_directories(dst, ec);
   if (ec) return Error{"cannot create " + dst.string() + ": " + ec.message()};
@@ -38,7 +48,7 @@ Status copyTree(const fs::path& src, const fs::path& dst) {
     } else if (fs::is_directory(st)) {
       fs::create_directories(target, ec);
     } else if (fs::is_regular_file(st)) {
-      if (auto s = copyFile(it->path(), target); !s) return s;
+      if (auto s = copyFile(it->path(), target, times); !s) return s;
     }
     if (ec) return Error{"cannot copy " + it->path().string() + ": " + ec.message()};
   }

@@ -10,10 +10,17 @@
 
 namespace akad {
 
+// Whether a copy keeps its source's modification times: build tools (ninja, make, Python's
+// bytecode check) decide by them whether what they built is still current.
+enum class FileTimes { Fresh, Kept };
+
 // Copies regular files, directories and symlinks (as links) from src into dst, keeping the
-// executable bit; dst is created. Other file types are skipped.
-Status copyTree(const std::filesystem::path& src, const std::filesystem::path& dst);
-Status copyFile(const std::filesystem::path& src, const std::filesystem::path& dst);
+// executable bit (and with FileTimes::Kept the regular files' modification times); dst is
+// created. Other file types are skipped.
+Status copyTree(const std::filesystem::path& src, const std::filesystem::path& dst, FileTimes times = FileTimes::Fresh);
+Status copyFile(const std::filesystem::path& src, const std::filesystem::path& dst, FileTimes times = FileTimes::Fresh);
+// Gives `path` the modification time of `from` (to the nanosecond).
+Status copyModificationTime(const std::filesystem::path& from, const std::filesystem::path& path);
 Status writeFile(const std::filesystem::path& path, const std::string& content);
 // Refuses files larger than maxBytes: whatever a sandbox wrote is hostile until checked.
 Result<std::string> readFileLimited(const std::filesystem::path& path, std::size_t maxBytes);

@@ -29,6 +29,10 @@ struct ScoringEnvironment {
   std::filesystem::path tasks_root;     // holds common/<harness>/
   std::filesystem::path trusted_cache;  // <state>/tasks: trusted builds per task content hash
   std::filesystem::path akacheck;       // the project's checker binary
+  // A wrapped candidate's builds across scorings (daemon/aka/build_cache.h), per scope (the
+  // submitter). Empty: every scoring builds afresh.
+  std::filesystem::path build_cache;
+  std::string build_cache_scope;
   ImageProfile image;
   std::vector<std::string> gpus;        // the leased GPU, if the task needs one
   // Leases the GPU when the first gate that needs one starts (after the builds, which need

@@ -238,6 +238,63 @@ TEST_F(AkaWrapScoring, ThePristineBaselinesCachesAreKeptPerTaskVersionAcrossScor
   EXPECT_EQ(fs::last_write_time(cached), firstWrite) << "the kept bytecode was written again: " << cached;
 }
 
+// The compiled candidate module under a scoring's cache folder (Python's bytecode of
+// source/py_dot.py), or nothing.
+fs::path candidateBytecode(const fs::path& scoring) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(scoring / "jit-candidate" / "pycache", ec), end; it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("py_dot.", 0) == 0 && it->path().extension() == ".pyc") return it->path();
+  return {};
+}
+
+TEST_F(AkaWrapScoring, AReScoreOfTheSameBytesStartsFromTheirKeptBuildAndNothingElseDoes) {
+  ScoringEnvironment env = environment();
+  env.build_cache = tmp_ / "state" / "build-cache";
+  env.build_cache_scope = "uid 1000";
+  const fs::path tree = candidate("fast", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << kFastDot; });
+  auto first = scoreCandidate(task_, tree, tmp_ / "score-1", env);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE((*first)["correct"].get<bool>()) << first->dump(2);
+  const json& c1 = (*first)["build_cache"];
+  EXPECT_FALSE(c1["hit"].get<bool>()) << c1.dump();
+  EXPECT_EQ(c1["kept"].get<std::string>().rfind("kept (", 0), 0u) << c1.dump();
+  const fs::path built = candidateBytecode(tmp_ / "score-1");
+  ASSERT_FALSE(built.empty()) << "the candidate's module was not compiled into its cache folder";
+
+  // The same bytes again (a re-score): the kept build is current, so Python does not write the
+  // module's bytecode again (its time is the first scoring's, kept through the cache).
+  auto second = scoreCandidate(task_, tree, tmp_ / "score-2", env);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_TRUE((*second)["correct"].get<bool>()) << second->dump(2);
+  EXPECT_TRUE((*second)["build_cache"]["hit"].get<bool>()) << second->dump(2);
+  EXPECT_EQ((*second)["build_cache"]["key"], c1["key"]);
+  const fs::path again = candidateBytecode(tmp_ / "score-2");
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(fs::last_write_time(again), fs::last_write_time(built)) << "the module was compiled again: " << again;
+  // Within one scoring the held-out phase's copy is current too (same bytes, same times).
+  EXPECT_TRUE((*second)["held_out_correct"].get<bool>()) << second->dump(2);
+
+  // Other bytes, or the same bytes from another submitter, start from nothing.
+  const fs::path other = candidate("other", [](const fs::path& d) {
+    std::ofstream(d / "source/py_dot.py") << kFastDot << "# another candidate\n";
+  });
+  auto third = scoreCandidate(task_, other, tmp_ / "score-3", env);
+  ASSERT_TRUE(third) << third.error().message;
+  EXPECT_FALSE((*third)["build_cache"]["hit"].get<bool>()) << third->dump(2);
+  EXPECT_NE((*third)["build_cache"]["key"], c1["key"]);
+  ScoringEnvironment otherSubmitter = env;
+  otherSubmitter.build_cache_scope = "uid 1001";
+  auto fourth = scoreCandidate(task_, tree, tmp_ / "score-4", otherSubmitter);
+  ASSERT_TRUE(fourth) << fourth.error().message;
+  EXPECT_FALSE((*fourth)["build_cache"]["hit"].get<bool>()) << fourth->dump(2);
+  // A candidate that does not compile leaves nothing behind for its bytes.
+  const fs::path broken = candidate("broken", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << "def dot(:\n"; });
+  auto fifth = scoreCandidate(task_, broken, tmp_ / "score-5", env);
+  ASSERT_TRUE(fifth) << fifth.error().message;
+  EXPECT_EQ((*fifth)["build_cache"]["kept"], "not kept: the candidate did not compile") << fifth->dump(2);
+  EXPECT_FALSE(fs::exists(env.build_cache / (*fifth)["build_cache"]["key"].get<std::string>()));
+}
+
 TEST_F(AkaWrapScoring, AnEditToTheEvaluatorIsIgnoredSoAWrongKernelFails) {
   // The kernel is wrong, and the agent rewrote AKA's runner to pass whatever it is given.
   const fs::path tree = candidate("cheat", [](const fs::path& d) {
