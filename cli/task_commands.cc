@@ -32,10 +32,11 @@ int runTasksList() {
   return result->at("errors").empty() ? kExitOk : kExitDaemonError;
 }
 
-int runTasksValidate(const std::vector<std::string>& selectors, double minSpeedup) {
+int runTasksValidate(const std::vector<std::string>& selectors, double minSpeedup, int parallel) {
   auto client = connectDaemon();
   if (!client) return reportError(client.error());
   json params{{"min_speedup", minSpeedup}};
+  if (parallel != 1) params["parallel"] = parallel;
   if (!selectors.empty()) params["tasks"] = selectors;
   auto result = client->stream("tasks.validate", params, [](const json& ev) {
     if (cliOptions().json || str(ev, "state") != "done") return;
@@ -69,7 +70,14 @@ void addTaskCommands(CLI::App& app, int& exitCode) {
   auto* validate = tasks->add_subcommand("validate", "Score baseline, solution and a broken build of each task");
   validate->add_option("tasks", *validateSel, "Task selectors (default: every task)");
   validate->add_option("--min-speedup", *minSpeedup, "The solution must be faster than this")->capture_default_str();
-  validate->callback([&exitCode, validateSel, minSpeedup] { exitCode = runTasksValidate(*validateSel, *minSpeedup); });
+  auto parallel = std::make_shared<int>(1);
+  validate->add_option("--parallel", *parallel,
+                       "Tasks validated at once where nothing is timed (imported AKA tasks, on one GPU)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  validate->callback([&exitCode, validateSel, minSpeedup, parallel] {
+    exitCode = runTasksValidate(*validateSel, *minSpeedup, *parallel);
+  });
   addAkaTaskCommands(*tasks, exitCode);
 
 }

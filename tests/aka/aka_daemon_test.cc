@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -131,6 +132,37 @@ TEST_F(AkaDaemonTest, OnlyAnAdminMayImport) {
   EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("only an admin may import tasks"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(paths_.stateDir / "aka" / "index.json"));
+}
+
+TEST_F(AkaDaemonTest, ValidationSideBySideAnswersEveryTaskOnceInTheUsualOrder) {
+  daemon_.reset();  // validation needs an executor
+  auto d = DaemonProcess::start(paths_, {"--socket-group", "nogroup", "--workers", "1"});
+  ASSERT_TRUE(d) << d.error().message;
+  daemon_ = std::move(*d);
+  ctlJson({"tasks", "import", "aka", checkout_.string(), "--platform", "nvidia", "--select", "triton2triton/vllm"});
+  // Two imported tasks (validated side by side, on one GPU where there is one) and a native
+  // task (alone, after them), asked in an order that mixes them.
+  const std::vector<std::string> asked = {"aka-triton2triton-vllm/triton_scale_rows", "cpu/vecadd",
+                                          "aka-triton2triton-vllm/triton_plain_copy"};
+  std::vector<std::string> args = {"tasks", "validate", "--parallel", "3"};
+  args.insert(args.end(), asked.begin(), asked.end());
+  auto r = ctl([&] { std::vector<std::string> a{"--json"}; a.insert(a.end(), args.begin(), args.end()); return a; }());
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j.contains("tasks")) << r.out << r.err;
+  ASSERT_EQ(j.at("tasks").size(), asked.size()) << j.dump(2);
+  // The order of a validation one task at a time: the selectors' resolution, by id.
+  std::vector<std::string> usual = asked;
+  std::sort(usual.begin(), usual.end());
+  for (std::size_t i = 0; i < usual.size(); ++i) EXPECT_EQ(j["tasks"][i]["task"], usual[i]) << j.dump(2);
+  EXPECT_NE(j["tasks"][2].dump().find("cpu/vecadd"), std::string::npos);
+  // This host has no GPU: each imported task says so, in its own row; the daemon goes on.
+  for (std::size_t i : {0u, 1u}) {
+    EXPECT_FALSE(j["tasks"][i]["ok"].get<bool>());
+    EXPECT_NE(j["tasks"][i]["problems"][0].get<std::string>().find("needs a GPU by nvidia"), std::string::npos) << j.dump(2);
+  }
+  auto zero = ctl({"tasks", "validate", "--parallel", "0", asked[0]});
+  EXPECT_EQ(zero.exitCode, 2) << zero.err;
+  EXPECT_TRUE(daemonAnswers());
 }
 
 TEST_F(AkaDaemonTest, BadRequestsAreRefusedAtTheBorderAndTheDaemonGoesOn) {

@@ -232,6 +232,10 @@ TEST_F(BadClientTest, WrongParameterTypesNameTheParameter) {
       {R"({"id":1,"method":"run.cancel","params":{"id":null}})", "\"id\""},
       {R"({"id":1,"method":"run.watch","params":{"id":"r-1","from_start":"yes"}})", "\"from_start\""},
       {R"({"id":1,"method":"daemon.ping","params":{"x":1}})", "\"x\""},
+      {R"({"id":1,"method":"tasks.validate","params":{"parallel":0}})", "\"parallel\""},
+      {R"({"id":1,"method":"tasks.validate","params":{"parallel":65}})", "\"parallel\""},
+      {R"({"id":1,"method":"tasks.validate","params":{"parallel":2.5}})", "\"parallel\""},
+      {R"({"id":1,"method":"tasks.validate","params":{"parallel":"4"}})", "\"parallel\""},
   };
   for (const auto& k : cases) {
     json r = c.call(k.request);
