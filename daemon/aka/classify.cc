@@ -207,6 +207,16 @@ void checkTritonSource(Classification& k, const TaskFile& f, bool nvidia) {
     else
       k.reasons.push_back(f.path + " uses " + m.str() + " (an AMD FP8 type)");
   }
+  // A harness that exits unless the GPU is an AMD architecture it names (geak_eval's MXFP4
+  // tasks: "MXFP4 not supported on this architecture", seen on the H200).
+  static const std::regex archGate(R"(\barch\s*(==|in)\s*[\(\[]?\s*["'](gfx[0-9a-f]+))");
+  static const std::regex refusal(R"(not supported on this architecture[^\n]*\n\s*sys\.exit\(\s*[1-9])");
+  if (nvidia && f.text.find("get_current_target().arch") != std::string::npos && std::regex_search(f.text, m, archGate)) {
+    const std::string arch = m.str(2);
+    if (std::regex_search(f.text, refusal))
+      k.raise(TaskClass::Impossible, f.path + " exits unless the GPU is the AMD architecture " + arch +
+                                         " (get_current_target().arch)");
+  }
   if (nvidia && std::regex_search(f.text, m, amdOption))
     k.needCompat(compat::kTritonAmdOptions, f.path + ":" + firstLineWith(f.text, m.str()) + " passes the AMD-only Triton option " +
                                                 m.str() + ", which akad drops on NVIDIA (recorded in the result)");

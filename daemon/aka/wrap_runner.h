@@ -84,8 +84,9 @@ Result<nlohmann::json> commandGate(const WrapRunner& w, const Side& side, const 
 struct WrapSpec;
 // ABBA rounds of the pristine baseline and the candidate on the same GPU (wrap_performance.cc):
 // per test case the median times' speedup, and their geometric mean in `speedup`; AKA's own
-// (its mean of per-case speedups, against its baseline) in `akaSpeedup`.
-Result<nlohmann::json> performanceGate(const WrapRunner& w, const Side& base, const Side& cand, const WrapSpec& spec,
+// (its mean of per-case speedups, against its baseline) in `akaSpeedup`. `base` null: the task
+// has no pristine kernel, and the PyTorch original that each candidate run times is the baseline.
+Result<nlohmann::json> performanceGate(const WrapRunner& w, const Side* base, const Side& cand, const WrapSpec& spec,
                                        const Task& task, double& speedup, double& akaSpeedup);
 
 }  // namespace akad::aka

@@ -64,6 +64,21 @@ Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, cons
   return out;
 }
 
+constexpr const char* kNoPristineKernel =
+    "the pristine workspace has no kernel (the agent writes it): the PyTorch original, timed in each run, is the baseline";
+
+// Whether the pristine workspace holds a kernel to compare with. AKA's torch2hip tasks ship
+// their target file empty: the agent writes it from nothing, and AKA's harness times the
+// PyTorch original beside it (ori_time).
+bool hasPristineKernel(const WrapSpec& spec, const Task& task) {
+  if (spec.task_type != "torch2hip") return true;
+  for (const auto& rel : spec.mapping.editable) {
+    auto text = readFileLimited(task.workspaceDir() / rel, 16 << 20);
+    if (!text || text->find_first_not_of(" \t\r\n") != std::string::npos) return true;
+  }
+  return false;
+}
+
 // One scoring of a wrapped task, phase by phase: the visible phase, then (when the candidate
 // compiles) the held-out one. Every gate's verdict goes into gates(), each stage's start into
 // the stage clock.
@@ -82,7 +97,7 @@ class WrapScoring {
       : task_(task), env_(env), spec_(spec), work_(std::move(workDir)),
         baselineJit_(env.trusted_cache.empty() ? work_ / "jit-baseline"
                                                : env.trusted_cache / task.content_hash / "aka-jit-baseline"),
-        stages_{{"prepare", started}} {}
+        stages_{{"prepare", started}}, pristineKernel_(hasPristineKernel(spec, task)) {}
 
   void notify(const std::string& name) {
     stages_.emplace_back(name, Clock::now());
@@ -138,13 +153,15 @@ class WrapScoring {
     gates_[prefix + "correctness"] = *c;
     ph.correct = (*c)["pass"];
     if (!prefix.empty()) {
-      auto baseCheck = checkBaselineOnHeldOut(prefix, *base);
+      auto baseCheck = pristineKernel_ ? checkBaselineOnHeldOut(prefix, *base) : Result<json>(wrapGate(true, kNoPristineKernel));
       if (!baseCheck) return baseCheck.error();
       gates_[prefix + "baseline"] = *baseCheck;
     }
     if (!ph.correct || !env_.measure_performance) return ph;
     notify(prefix + "performance");
-    if (prefix.empty()) {
+    if (!pristineKernel_) {
+      // Nothing of the pristine workspace to build: the PyTorch original is timed in each run.
+    } else if (prefix.empty()) {
       // The baseline's own build (a hip task's extension) before its first timed run.
       auto bc = commandGate(w, *base, spec_.compile, task_.limits.compile_s, "baseline-compile", false);
       if (!bc) return bc.error();
@@ -155,7 +172,7 @@ class WrapScoring {
       ph.correct = false;
       return ph;
     }
-    auto p = performanceGate(w, *base, *cand, spec_, task_, ph.speedup, ph.akaSpeedup);
+    auto p = performanceGate(w, pristineKernel_ ? &*base : nullptr, *cand, spec_, task_, ph.speedup, ph.akaSpeedup);
     if (!p) return p.error();
     gates_[prefix + "performance"] = *p;
     if (!(*p)["pass"].get<bool>()) ph.correct = false;
@@ -228,6 +245,7 @@ class WrapScoring {
   std::optional<WrapRunner> runner_;
   json gates_ = json::object();
   std::vector<std::pair<std::string, Clock::time_point>> stages_;
+  const bool pristineKernel_;
 };
 
 // The result's verdict fields: the visible phase's, the held-out phase's apart, AKA's score and
@@ -361,16 +379,21 @@ Result<json> validateWrappedTask(const Task& task, const ScoringEnvironment& env
   std::vector<std::string> problems;
   ScoringEnvironment correctnessOnly = env;
   correctnessOnly.measure_performance = false;
-  auto baseline = scoreWrappedCandidate(task, task.workspaceDir(), workDir / "score-baseline", correctnessOnly);
-  if (!baseline) return baseline.error();
-  out["baseline"] = {{"compiled", (*baseline)["compiled"]}, {"correct", (*baseline)["correct"]},
-                     {"failure", baseline->value("failure", std::string())}};
-  if (!(*baseline)["correct"].get<bool>())
-    problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string()));
-  if (!spec->held_out.empty() || !spec->generated.shapes.empty()) {
-    out["baseline"]["held_out_correct"] = (*baseline)["held_out_correct"];
-    if (!(*baseline)["held_out_correct"].get<bool>())
-      problems.push_back("the baseline does not pass the held-out shapes (" + baseline->value("held_out", std::string()) + ")");
+  if (!hasPristineKernel(*spec, task)) {
+    // Only the evaluator can be checked: it must reject the broken candidate below.
+    out["baseline"] = {{"kernel", false}, {"note", kNoPristineKernel}};
+  } else {
+    auto baseline = scoreWrappedCandidate(task, task.workspaceDir(), workDir / "score-baseline", correctnessOnly);
+    if (!baseline) return baseline.error();
+    out["baseline"] = {{"compiled", (*baseline)["compiled"]}, {"correct", (*baseline)["correct"]},
+                       {"failure", baseline->value("failure", std::string())}};
+    if (!(*baseline)["correct"].get<bool>())
+      problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string()));
+    if (!spec->held_out.empty() || !spec->generated.shapes.empty()) {
+      out["baseline"]["held_out_correct"] = (*baseline)["held_out_correct"];
+      if (!(*baseline)["held_out_correct"].get<bool>())
+        problems.push_back("the baseline does not pass the held-out shapes (" + baseline->value("held_out", std::string()) + ")");
+    }
   }
   auto broken = scoreWrappedCandidate(task, brokenTree, workDir / "score-broken", correctnessOnly);
   if (!broken) return broken.error();

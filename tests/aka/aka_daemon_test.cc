@@ -80,7 +80,7 @@ TEST_F(AkaDaemonTest, ImportClassifiesEveryTaskAndListShowsThemWithReasons) {
   EXPECT_TRUE(ids.count("cpu/softmax"));  // the daemon's own tasks are still there
   EXPECT_TRUE(list.at("errors").empty()) << list.dump();
   ASSERT_TRUE(list.at("aka").is_array());
-  EXPECT_EQ(list.at("aka").size(), 9u);
+  EXPECT_EQ(list.at("aka").size(), 10u);
   std::map<std::string, std::string> cls;
   for (const json& t : list.at("aka")) cls[t.at("name")] = t.at("class");
   EXPECT_EQ(cls["triton2triton/vllm/triton_plain_copy"], "unchanged");

@@ -62,6 +62,7 @@ const std::vector<std::string> kAllTasks = {
     "hip2hip/gpumode/ScaledRelu",
     "torch2hip/gpumode/AddBias",
     "torch2hip/gpumode/ApplyUtilsNeg",
+    "triton2triton/geak_eval/L3/fp4_gate",
     "triton2triton/rocmbench/easy/test_vec_add",
     "triton2triton/rocmbench/hard/test_tuned_matmul",
     "triton2triton/vllm/triton_broken",
@@ -270,6 +271,10 @@ TEST(AkaClassify, OnNvidiaEachClassWithItsReason) {
   const ImportedTask& neg = *t["torch2hip/gpumode/ApplyUtilsNeg"];
   EXPECT_EQ(neg.cls, TaskClass::NeedsEdit);
   EXPECT_TRUE(anyReasonHas(neg, "ATen/hip/HIPApplyUtils.cuh, for which akad has no shim"));
+
+  const ImportedTask& fp4 = *t["triton2triton/geak_eval/L3/fp4_gate"];
+  EXPECT_EQ(fp4.cls, TaskClass::Impossible);
+  EXPECT_TRUE(anyReasonHas(fp4, "exits unless the GPU is the AMD architecture gfx950")) << fp4.toJson(false).dump();
 
   const ImportedTask& fp8 = *t["triton2triton/vllm/triton_fp8_cast"];
   EXPECT_EQ(fp8.cls, TaskClass::Impossible);

@@ -295,6 +295,45 @@ TEST_F(AkaWrapScoring, AReScoreOfTheSameBytesStartsFromTheirKeptBuildAndNothingE
   EXPECT_FALSE(fs::exists(env.build_cache / (*fifth)["build_cache"]["key"].get<std::string>()));
 }
 
+// AKA's torch2hip tasks ship their target file empty (the agent writes the kernel from nothing),
+// found on the H200 with AKA d6f7c8a4: there is no pristine kernel to build or to time.
+TEST_F(AkaWrapScoring, ATaskWithoutAPristineKernelIsTimedAgainstThePyTorchOriginal) {
+  auto imported = importCpuTask("torch2hip/cpu/py_relu");
+  ASSERT_TRUE(imported);
+  const Task* task = &imported->second;
+  // Validation can check only the evaluator: a broken candidate must fail.
+  auto v = validateTask(*task, environment(), tmp_ / "validate-relu", 1.2);
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_TRUE((*v)["ok"].get<bool>()) << v->dump(2);
+  EXPECT_EQ((*v)["baseline"]["kernel"], false) << v->dump(2);
+  EXPECT_FALSE((*v)["broken"]["compiled"].get<bool>()) << v->dump(2);
+
+  // A kernel written into the empty file: correct, and timed only in the candidate's runs, each
+  // of which times the original beside it.
+  const fs::path tree = tmp_ / "relu";
+  ASSERT_TRUE(copyTree(task->workspaceDir(), tree).ok());
+  std::ofstream(tree / "kernel/relu_impl.py") << "def forward(xs):\n    return [x if x > 0 else 0.0 for x in xs]\n";
+  auto s = scoreCandidate(*task, tree, tmp_ / "score-relu", environment());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)["correct"].get<bool>()) << s->dump(2);
+  const json& perf = (*s)["gates"]["performance"];
+  EXPECT_EQ(perf["order"].get<std::string>().rfind("candidate only", 0), 0u) << perf.dump(2);
+  ASSERT_EQ(perf["cases"].size(), 2u) << perf.dump(2);
+  for (const json& c : perf["cases"]) {
+    EXPECT_EQ(c["baseline_ms"].size(), 2u) << c.dump();  // the original's time from each of the two runs
+    EXPECT_GT(c["speedup"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(perf["outside_speedup"].is_null());
+  for (const auto& e : fs::directory_iterator(tmp_ / "score-relu" / "logs"))
+    EXPECT_EQ(e.path().filename().string().find("baseline-compile"), std::string::npos) << "the empty pristine file was built";
+
+  // The pristine (empty) file as a candidate does not compile.
+  auto empty = scoreCandidate(*task, task->workspaceDir(), tmp_ / "score-empty", environment());
+  ASSERT_TRUE(empty) << empty.error().message;
+  EXPECT_FALSE((*empty)["compiled"].get<bool>()) << empty->dump(2);
+  EXPECT_EQ((*empty)["score"], 0.0);
+}
+
 TEST_F(AkaWrapScoring, AnEditToTheEvaluatorIsIgnoredSoAWrongKernelFails) {
   // The kernel is wrong, and the agent rewrote AKA's runner to pass whatever it is given.
   const fs::path tree = candidate("cheat", [](const fs::path& d) {
