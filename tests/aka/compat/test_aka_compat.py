@@ -136,14 +136,27 @@ def stand_in_torch(root, hip_version):
     write(root, "torch/__init__.py", "from torch import version\n")
     write(root, "torch/version.py", "hip = %r\n" % (hip_version,))
     write(root, "torch/utils/__init__.py", "")
-    # STAND-IN for cpp_extension: load() and load_inline() print what they were given.
+    # STAND-IN for cpp_extension: load() and load_inline() print what they were given; load()
+    # "builds" <name>.so (a JSON file naming its sources) where PyTorch would, and the stand-in
+    # _import_module_from_library reads such a file back.
     write(root, "torch/utils/cpp_extension.py", """
-        import json
+        import json, os, types
+
+        def _get_build_directory(name, verbose):
+            return os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], name)
+
+        def _import_module_from_library(name, path, is_python_module):
+            with open(os.path.join(path, name + ".so")) as f:
+                return types.SimpleNamespace(**json.load(f))
 
         def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
                  extra_include_paths=None, verbose=False):
             print(json.dumps({"name": name, "sources": sources, "cuda": extra_cuda_cflags,
                               "ld": extra_ldflags, "include": extra_include_paths}))
+            os.makedirs(_get_build_directory(name, False), exist_ok=True)
+            with open(os.path.join(_get_build_directory(name, False), name + ".so"), "w") as f:
+                json.dump({"built_from": sources}, f)
+            return types.SimpleNamespace(built_from=sources)
 
         def load_inline(name, cpp_sources, cuda_sources=None, extra_include_paths=None, **kw):
             print(json.dumps({"name": name, "include": extra_include_paths}))
@@ -213,6 +226,57 @@ class HipExtensionWithAStandInTorch(Sandboxless):
         self.assertIsNone(got["include"])
         self.assertIsNone(inline["include"])
         self.assertEqual(read_record(self.record), [])
+
+    def build_twice(self, first, second, edit=None):
+        """Loads `first`, applies `edit`, loads `second` (each in a fresh interpreter); returns
+        the lines load() printed (one per real build) and the record's actions."""
+        stand_in_torch(self.dir, None)
+        built = []
+        for src in (first, second):
+            r = self.python("""
+                from torch.utils.cpp_extension import load
+                m = load("k", sources=[%r], extra_cuda_cflags=["-O3"])
+                """ % src, ["hip-extension"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            built += [json.loads(line) for line in r.stdout.splitlines()]
+            if edit:
+                edit()
+                edit = None
+        return built, [(e["action"], e.get("extension")) for e in read_record(self.record) if e["feature"] == "build-cache"]
+
+    def test_the_same_sources_are_built_once_and_loaded_from_the_cache_after(self):
+        built, cache = self.build_twice("task/hip/k.hip", "task/hip/k.hip")
+        self.assertEqual(len(built), 1, built)
+        self.assertEqual(cache, [("kept", "k"), ("reused", "k")])
+
+    def test_a_copy_in_another_folder_gets_its_own_cuda_source_and_the_same_build(self):
+        # AKA's harnesses copy the .hip into a temporary folder for each run and delete it after.
+        shutil.copytree(os.path.join(self.dir, "task/hip"), os.path.join(self.dir, "temp/hip"))
+        built, cache = self.build_twice("task/hip/k.hip", "temp/hip/k.hip")
+        self.assertEqual(len(built), 1, built)
+        self.assertEqual(cache, [("kept", "k"), ("reused", "k")])
+        cus = sorted(os.listdir(os.path.join(self.dir, "ext", "akad-hip-sources")))
+        self.assertEqual(len(cus), 2, cus)
+        texts = []
+        for c in cus:
+            with open(os.path.join(self.dir, "ext", "akad-hip-sources", c)) as f:
+                texts.append(f.read())
+        for d in ("task", "temp"):  # each copy's .cu includes that copy
+            line = '#include "%s"' % os.path.join(self.dir, d, "hip/k.hip")
+            self.assertEqual(sum(line in t for t in texts), 1, (line, texts))
+
+    def test_a_changed_header_the_source_includes_is_built_again(self):
+        def edit():
+            write(self.dir, "task/hip/helper.h", "__device__ inline float helper_scale() { return 3.0f; }\n")
+        built, cache = self.build_twice("task/hip/k.hip", "task/hip/k.hip", edit)
+        self.assertEqual(len(built), 2, built)
+        self.assertEqual(cache, [("kept", "k"), ("kept", "k")])
+
+    def test_a_source_whose_includes_cannot_all_be_found_is_not_cached(self):
+        write(self.dir, "task/hip/k.hip", HIP_SOURCE + '#include "../elsewhere/missing.h"\n')
+        built, cache = self.build_twice("task/hip/k.hip", "task/hip/k.hip")
+        self.assertEqual(len(built), 2, built)
+        self.assertEqual(cache, [])
 
     @unittest.skipUnless(shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"), "nvcc not installed")
     def test_the_cuda_source_made_of_a_hip_file_compiles_with_nvcc(self):
