@@ -61,6 +61,7 @@ class Reader {
     i_ = j;
     return true;
   }
+  std::size_t at() const { return i_; }
   char peek() {
     skip();
     return i_ < s_.size() ? s_[i_] : '\0';
@@ -73,11 +74,10 @@ class Reader {
 
 }  // namespace
 
-Result<ShapeList> parseTestShapes(const std::string& text) {
-  static const std::regex assign(R"((^|\n)[ \t]*TEST_SHAPES[ \t]*=[ \t]*\[)");
-  std::smatch m;
-  if (!std::regex_search(text, m, assign)) return Error{"no TEST_SHAPES list"};
-  Reader r(text, static_cast<std::size_t>(m.position(0) + m.length(0)));
+namespace {
+
+// A list literal read from just after its `[` (the reader is left after its `]`).
+Result<ShapeList> readShapeList(Reader& r) {
   ShapeList list;
   bool first = true;
   while (!r.eat(']')) {
@@ -110,6 +110,54 @@ Result<ShapeList> parseTestShapes(const std::string& text) {
   }
   if (list.shapes.empty()) return Error{"TEST_SHAPES is empty"};
   return list;
+}
+
+bool namesLaunchParameter(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* word : {"block", "warp", "stage", "tile", "split", "group", "stride", "seed"})
+    if (name.find(word) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+Result<ShapeList> parseTestShapes(const std::string& text) {
+  static const std::regex assign(R"((^|\n)[ \t]*TEST_SHAPES[ \t]*=[ \t]*\[)");
+  std::smatch m;
+  if (!std::regex_search(text, m, assign)) return Error{"no TEST_SHAPES list"};
+  Reader r(text, static_cast<std::size_t>(m.position(0) + m.length(0)));
+  return readShapeList(r);
+}
+
+Result<ParametrizedSizes> parseParametrizedSizes(const std::string& text) {
+  static const std::regex deco(R"(@pytest\.mark\.parametrize\(\s*(["'])([A-Za-z_][A-Za-z_0-9]*)\1\s*,\s*\[)");
+  static const std::regex def(R"(\n[ \t]*(async[ \t]+)?def[ \t]+([A-Za-z_][A-Za-z_0-9]*))");
+  for (std::sregex_iterator it(text.begin(), text.end(), deco), end; it != end; ++it) {
+    const auto& m = *it;
+    if (namesLaunchParameter(m.str(2))) continue;
+    const std::size_t start = static_cast<std::size_t>(m.position(0)), open = start + m.length(0);
+    Reader r(text, open);
+    auto list = readShapeList(r);
+    if (!list || !list->scalars) continue;
+    if (std::any_of(list->shapes.begin(), list->shapes.end(), [](const Shape& v) { return v[0] < 64; })) continue;
+    const std::size_t close = r.at() - 1;  // the reader stopped just after the list's `]`
+    std::smatch f;
+    const std::string rest = text.substr(close);
+    if (!std::regex_search(rest, f, def)) continue;
+    std::string fn = f.str(2);
+    std::transform(fn.begin(), fn.end(), fn.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (fn.find("perf") != std::string::npos || fn.find("bench") != std::string::npos) continue;
+    ParametrizedSizes p{*list, text.substr(start, close + 1 - start), text.substr(start, open - start)};
+    if (text.find(p.decorator, start + 1) != std::string::npos || text.find(p.decorator) != start) continue;
+    return p;
+  }
+  return Error{"no pytest parametrize list of sizes"};
+}
+
+std::string parametrizeCode(const std::string& prefix, const std::vector<Shape>& sizes) {
+  std::string code = prefix;
+  for (std::size_t i = 0; i < sizes.size(); ++i) code += (i ? ", " : "") + std::to_string(sizes[i].at(0));
+  return code + "]";
 }
 
 std::vector<GeneratedShape> generateShapes(const ShapeList& visible, std::size_t max) {

@@ -25,6 +25,20 @@ struct ShapeList {
 // comments and white space only (an Error says what else it holds).
 Result<ShapeList> parseTestShapes(const std::string& runnerText);
 
+// A pytest parametrize list of sizes (rocmbench's test files hold kernel and tests together):
+// the first `@pytest.mark.parametrize("NAME", [integers...])` with one argument name that does
+// not name a launch parameter (block, warps, stages, tile, split, group, stride, seed), values
+// of at least 64, and a decorated function that is not a performance test; its decorator text,
+// from `@` to the list's `]`, occurs once in the file.
+struct ParametrizedSizes {
+  ShapeList list;         // scalars
+  std::string decorator;  // the text to replace
+  std::string prefix;     // the decorator up to the list's `[`
+};
+Result<ParametrizedSizes> parseParametrizedSizes(const std::string& text);
+// The decorator with `sizes` as its list.
+std::string parametrizeCode(const std::string& prefix, const std::vector<Shape>& sizes);
+
 struct GeneratedShape {
   Shape shape;
   std::string rule;  // "prime" | "scaled-up" | "scaled-down" | "aspect"

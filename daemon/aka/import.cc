@@ -77,20 +77,10 @@ std::vector<Injection> importHeldOut(const ImportOptions& o, const std::string& 
   return *injections;
 }
 
-// Without AKA's held-out files, akad's rules make candidate shapes where the runner's visible
-// shapes are a plain TEST_SHAPES list; the scorer keeps those the pristine baseline passes.
-json generateHeldOut(const TaskFolder& folder, ImportedTask& t) {
-  const ReadFile* runner = nullptr;
-  for (const auto& c : folder.contents)
-    if (c.rel == kRunnerWithHelpers) runner = &c;
-  if (runner == nullptr) return nullptr;
-  auto visible = parseTestShapes(runner->bytes);
-  if (!visible) {
-    if (runner->bytes.find("TEST_SHAPES") != std::string::npos)
-      t.reasons.push_back("no held-out shapes generated: " + visible.error().message);
-    return nullptr;
-  }
-  const auto generated = generateShapes(*visible);
+// aka.json's held_out_generated for shapes made from `visible` in `file` (nothing when the rules
+// make none), with the import's reason.
+json generatedShapes(const std::string& file, const ShapeList& visible, const std::string& where, ImportedTask& t) {
+  const auto generated = generateShapes(visible);
   if (generated.empty()) return nullptr;
   json shapes = json::array();
   std::string rules;
@@ -99,9 +89,39 @@ json generateHeldOut(const TaskFolder& folder, ImportedTask& t) {
     if (rules.find(g.rule) == std::string::npos) rules += (rules.empty() ? "" : ", ") + g.rule;
   }
   t.held_out_generated = generated.size();
-  t.reasons.push_back("held-out: " + std::to_string(generated.size()) + " shapes from akad's rules (" + rules +
-                      "), kept where the pristine baseline passes them");
-  return {{"file", kRunnerWithHelpers}, {"scalars", visible->scalars}, {"shapes", shapes}};
+  t.reasons.push_back("held-out: " + std::to_string(generated.size()) + " shapes from akad's rules (" + rules + ") for " +
+                      where + ", kept where the pristine baseline passes them");
+  return {{"file", file}, {"scalars", visible.scalars}, {"shapes", shapes}};
+}
+
+// Without AKA's held-out files, akad's rules make candidate shapes where the visible shapes are
+// a plain list: the runner's TEST_SHAPES (vLLM), else a pytest parametrize list of sizes in an
+// editable Python file (rocmbench); the scorer keeps those the pristine baseline passes.
+json generateHeldOut(const TaskFolder& folder, ImportedTask& t) {
+  auto contents = [&](const std::string& rel) -> const ReadFile* {
+    for (const auto& c : folder.contents)
+      if (c.rel == rel) return &c;
+    return nullptr;
+  };
+  if (const ReadFile* runner = contents(kRunnerWithHelpers)) {
+    auto visible = parseTestShapes(runner->bytes);
+    if (visible) return generatedShapes(kRunnerWithHelpers, *visible, "TEST_SHAPES", t);
+    if (runner->bytes.find("TEST_SHAPES") != std::string::npos)
+      t.reasons.push_back("no held-out shapes generated: " + visible.error().message);
+    return nullptr;
+  }
+  for (const auto& rel : t.editable) {
+    const ReadFile* file = contents(rel);
+    if (file == nullptr || !rel.ends_with(".py")) continue;
+    auto sizes = parseParametrizedSizes(file->bytes);
+    if (!sizes) continue;
+    json out = generatedShapes(rel, sizes->list, "a pytest parametrize list", t);
+    if (out.is_null()) continue;
+    out["old_code"] = sizes->decorator;
+    out["prefix"] = sizes->prefix;
+    return out;
+  }
+  return nullptr;
 }
 
 ImportedTask importOne(const ImportOptions& o, const ImportReport& report, const std::string& name, const std::string& id) {

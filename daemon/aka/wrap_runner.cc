@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/sha256.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 
@@ -103,7 +104,7 @@ Result<CommandRun> WrapRunner::run(const Side& side, const std::string& command,
   r.env["TRITON_CACHE_DIR"] = "/jit/triton";
   r.env["TORCH_EXTENSIONS_DIR"] = "/jit/torch_extensions";
   r.env["CUDA_CACHE_PATH"] = "/jit/cuda";
-  r.env["PYTHONPYCACHEPREFIX"] = "/jit/pycache";
+  r.env["PYTHONPYCACHEPREFIX"] = "/jit/" + side.pycache;
   r.env["PYTHONDONTWRITEBYTECODE"] = "";  // empty is unset for Python; the torch image sets it
   // AKA's commands name python3 and pytest: the image's Python environment comes first.
   std::string path = r.env.count("PATH") ? r.env["PATH"] : "/usr/local/bin:/usr/bin:/bin";
@@ -143,11 +144,20 @@ std::string WrapRunner::tail(const std::string& logName) const {
 json wrapGate(bool pass, const std::string& reason) { return {{"pass", pass}, {"reason", reason}}; }
 
 Result<Side> makeSide(const std::string& who, bool candidateCode, const fs::path& dir, const fs::path& jit,
-                      const ScoringEnvironment& env) {
+                      const ScoringEnvironment& env, const std::vector<Injection>& injections) {
   Side s;
   s.who = who;
   s.dir = dir;
   s.jit = jit;
+  if (!injections.empty()) {
+    Sha256 h;
+    for (const auto& inj : injections)
+      for (const std::string* part : {&inj.file, &inj.marker, &inj.replacement, &inj.old_code}) {
+        h.update(*part);
+        h.update(std::string_view("\0", 1));
+      }
+    s.pycache = "pycache-" + h.hexDigest().substr(0, 16);
+  }
   const bool candidate = candidateCode && env.candidate_uid != 0;
   s.uid = candidate ? env.candidate_uid : env.sandbox_uid;
   s.gid = candidate ? env.candidate_gid : env.sandbox_gid;

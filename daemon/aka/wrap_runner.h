@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "daemon/aka/held_out.h"
 #include "daemon/aka/wrap_compat.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/score.h"
@@ -26,6 +27,11 @@ struct Side {
   std::string who;      // "candidate" | "baseline"
   std::filesystem::path dir;         // its workspace
   std::filesystem::path jit;         // its JIT and extension-build caches
+  // Python's bytecode folder under jit. Python trusts a .pyc whose source has the same size and
+  // modification second, so a tree whose files were rewritten (held-out shapes injected) gets
+  // a folder of its own, named after the injections: two trials written within one second
+  // would otherwise read each other's bytecode.
+  std::string pycache = "pycache";
   uid_t uid = 0;
   gid_t gid = 0;
 };
@@ -73,8 +79,10 @@ nlohmann::json wrapGate(bool pass, const std::string& reason);
 // shared by its visible and held-out phases; the pristine baseline's are trusted and kept per
 // task version across scorings (beside the native tasks' trusted JIT caches), so a re-score or a
 // held-out phase does not build the baseline's extension again. `jit` is where they go.
+// `injections` names the tree's bytecode folder (Side::pycache): empty for an unchanged tree.
 Result<Side> makeSide(const std::string& who, bool candidateCode, const std::filesystem::path& dir,
-                      const std::filesystem::path& jit, const ScoringEnvironment& env);
+                      const std::filesystem::path& jit, const ScoringEnvironment& env,
+                      const std::vector<Injection>& injections = {});
 
 // Runs a list of AKA commands one by one (as AKA's evaluator does); the gate fails at the first
 // that fails.

@@ -38,9 +38,9 @@ Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, cons
     const auto& shape = spec.generated.shapes[i];
     const fs::path dir = workDir / ("held-out-trial-" + std::to_string(i));
     if (auto s = copyTree(task.workspaceDir(), dir, FileTimes::Kept); !s) return s.error();
-    Injection one{spec.generated.file, "TEST_SHAPES", testShapesCode({shape}, spec.generated.scalars), ""};
+    const Injection one = generatedInjection(spec, {shape});
     if (auto s = applyInjections(dir, {one}); !s) return s.error();
-    auto side = makeSide("held-out-trial-" + std::to_string(i), false, dir, baselineJit, env);
+    auto side = makeSide("held-out-trial-" + std::to_string(i), false, dir, baselineJit, env, {one});
     if (!side) return side.error();
     const std::string log = "held-out-trial-" + std::to_string(i);
     auto c = commandGate(w, *side, spec.compile, task.limits.compile_s, log + "-compile", false);
@@ -134,12 +134,13 @@ class WrapScoring {
 
   // One phase: the candidate's compile (held-out: a fresh tree, so no build output of the visible
   // phase is reused), its correctness, then ABBA performance against the pristine baseline.
-  Result<PhaseOutcome> scorePhase(const std::string& prefix, const fs::path& candDir, const fs::path& baseDir) {
+  Result<PhaseOutcome> scorePhase(const std::string& prefix, const fs::path& candDir, const fs::path& baseDir,
+                                  const std::vector<Injection>& injected = {}) {
     const WrapRunner& w = *runner_;
     PhaseOutcome ph;
-    auto cand = makeSide(prefix + "candidate", true, candDir, work_ / "jit-candidate", env_);
+    auto cand = makeSide(prefix + "candidate", true, candDir, work_ / "jit-candidate", env_, injected);
     if (!cand) return cand.error();
-    auto base = makeSide(prefix + "baseline", false, baseDir, baselineJit_, env_);
+    auto base = makeSide(prefix + "baseline", false, baseDir, baselineJit_, env_, injected);
     if (!base) return base.error();
     notify(prefix + "compile");
     auto compiled = commandGate(w, *cand, spec_.compile, task_.limits.compile_s, prefix + "compile", false);
@@ -194,7 +195,7 @@ class WrapScoring {
     std::vector<Shape> shapes;
     for (const json& k : (*kept)["kept"]) shapes.push_back(k["shape"].get<Shape>());
     if (!shapes.empty())
-      heldOut = {Injection{spec_.generated.file, "TEST_SHAPES", testShapesCode(shapes, spec_.generated.scalars), ""}};
+      heldOut = {generatedInjection(spec_, shapes)};
     note = std::to_string(shapes.size()) + " of " + std::to_string(spec_.generated.shapes.size()) +
            " shapes from akad's rules, kept where the pristine baseline passes them";
     return heldOut;
@@ -208,7 +209,7 @@ class WrapScoring {
     if (auto s = applyInjections(work_ / "ws-held", heldOut); !s) return s.error();
     if (auto s = copyTree(task_.workspaceDir(), work_ / "baseline-held", FileTimes::Kept); !s) return s.error();
     if (auto s = applyInjections(work_ / "baseline-held", heldOut); !s) return s.error();
-    return scorePhase("held_out_", work_ / "ws-held", work_ / "baseline-held");
+    return scorePhase("held_out_", work_ / "ws-held", work_ / "baseline-held", heldOut);
   }
 
   // Seconds from each stage's start to the next's.

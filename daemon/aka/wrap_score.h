@@ -34,16 +34,19 @@ struct WrapSpec {
   std::vector<std::string> compat;
   std::vector<std::string> materialised;
   std::vector<Injection> held_out;  // AKA's held-out shapes, applied to the scorer's copies only
-  // Without them: shapes from akad's rules for the runner's TEST_SHAPES (held_out_rules.h),
-  // candidates until the pristine baseline has passed them.
+  // Without them: shapes from akad's rules for the runner's TEST_SHAPES or a pytest parametrize
+  // list (held_out_rules.h), candidates until the pristine baseline has passed them.
   struct Generated {
     std::string file;
     bool scalars = false;
+    std::string old_code, prefix;  // a parametrize list: the decorator, and its text up to `[`
     std::vector<std::vector<std::int64_t>> shapes;
     std::vector<std::string> rules;
   } generated;
 };
 Result<WrapSpec> loadWrapSpec(const Task& task);
+// The injection that writes `shapes` where the generated shapes' visible list is.
+Injection generatedInjection(const WrapSpec& spec, const std::vector<std::vector<std::int64_t>>& shapes);
 
 // One test case's time from AKA's report formats (src/testcases.py): `side` "baseline" reads
 // torch2hip's ori_time first, "candidate" its opt_time; then device-time keys, then AKA's

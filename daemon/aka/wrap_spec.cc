@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "daemon/aka/checkout.h"
+#include "daemon/aka/held_out_rules.h"
 #include "daemon/pipeline/files.h"
 
 namespace fs = std::filesystem;
@@ -103,7 +104,10 @@ Result<WrapSpec> loadWrapSpec(const Task& task) {
   if (auto g = j.find("held_out_generated"); g != j.end() && g->is_object()) {
     s.generated.file = g->value("file", "");
     s.generated.scalars = g->value("scalars", false);
-    if (!isInsideRelativePath(s.generated.file) || !g->contains("shapes") || !(*g)["shapes"].is_array())
+    s.generated.old_code = g->value("old_code", "");
+    s.generated.prefix = g->value("prefix", "");
+    if (!isInsideRelativePath(s.generated.file) || !g->contains("shapes") || !(*g)["shapes"].is_array() ||
+        s.generated.old_code.rfind(s.generated.prefix, 0) != 0 || s.generated.old_code.empty() != s.generated.prefix.empty())
       return Error{"task " + task.id + ": aka.json: held_out_generated is malformed"};
     for (const json& e : (*g)["shapes"]) {
       if (!e.is_object() || !e.contains("shape") || !e["shape"].is_array())
@@ -164,6 +168,12 @@ Result<CaseTimes> parsePerformanceReport(const std::string& text, const std::str
     out[id] = *t;
   }
   return out;
+}
+
+Injection generatedInjection(const WrapSpec& spec, const std::vector<std::vector<std::int64_t>>& shapes) {
+  if (spec.generated.old_code.empty())
+    return Injection{spec.generated.file, "TEST_SHAPES", testShapesCode(shapes, spec.generated.scalars), ""};
+  return Injection{spec.generated.file, "raw_replace", parametrizeCode(spec.generated.prefix, shapes), spec.generated.old_code};
 }
 
 }  // namespace akad::aka

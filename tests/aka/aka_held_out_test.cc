@@ -147,6 +147,34 @@ TEST(AkaHeldOutRules, TheRulesMakeNewBoundedShapesDeterministically) {
   EXPECT_EQ(testShapesCode({{5, 131, 11}}, false), "TEST_SHAPES = [\n    (5, 131, 11),\n]\n");
 }
 
+TEST(AkaHeldOutRules, APytestParametrizeListOfSizesIsReadAndLaunchParametersAreNot) {
+  const std::string file =
+      "@pytest.mark.parametrize('BLOCK_SIZE', [256, 512])\n"          // a launch parameter
+      "@pytest.mark.parametrize(\"N_val\", [1024, 4096, 16384])\n"     // sizes
+      "@pytest.mark.parametrize(\"dtype_str\", [\"fp32\", \"fp16\"])\n"
+      "def test_kernel_sub_numerical_correctness(BLOCK_SIZE, N_val, dtype_str):\n    pass\n";
+  auto p = parseParametrizedSizes(file);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->decorator, "@pytest.mark.parametrize(\"N_val\", [1024, 4096, 16384]");
+  EXPECT_EQ(p->prefix, "@pytest.mark.parametrize(\"N_val\", [");
+  EXPECT_TRUE(p->list.scalars);
+  EXPECT_EQ(p->list.shapes, (std::vector<Shape>{{1024}, {4096}, {16384}}));
+  EXPECT_EQ(parametrizeCode(p->prefix, {{1031}, {8192}}), "@pytest.mark.parametrize(\"N_val\", [1031, 8192]");
+
+  // Not sizes: a performance test's list, small counts, code in the list, several names, and a
+  // decorator whose text is there twice.
+  for (const char* other : {
+           "@pytest.mark.parametrize(\"n\", [4096, 8192])\ndef test_performance(n):\n    pass\n",
+           "@pytest.mark.parametrize(\"num\", [1, 2, 4])\ndef test_x(num):\n    pass\n",
+           "@pytest.mark.parametrize(\"n\", [1000, 1 << 20])\ndef test_x(n):\n    pass\n",
+           "@pytest.mark.parametrize(\"M, N\", [(128, 256)])\ndef test_x(M, N):\n    pass\n",
+           "@pytest.mark.parametrize(\"n\", [n for n in (128, 256)])\ndef test_x(n):\n    pass\n",
+           "@pytest.mark.parametrize(\"n\", [128, 256])\ndef test_a(n):\n    pass\n"
+           "@pytest.mark.parametrize(\"n\", [128, 256])\ndef test_b(n):\n    pass\n",
+       })
+    EXPECT_FALSE(parseParametrizedSizes(other)) << other;
+}
+
 TEST(AkaHeldOutRules, ImportGeneratesForPlainListsAndSaysWhyNotForOthers) {
   test::TempDir tmp;
   ImportOptions o;
@@ -167,4 +195,10 @@ TEST(AkaHeldOutRules, ImportGeneratesForPlainListsAndSaysWhyNotForOthers) {
   ASSERT_TRUE(withFiles);
   EXPECT_EQ(withFiles->tasks.at(0).held_out_generated, 0u);
   EXPECT_EQ(withFiles->tasks.at(0).held_out_injections, 1u);
+  // rocmbench's fixture file has a parametrize list with code in it (`1 << 20`): nothing made.
+  o.heldOutDir.clear();
+  o.selectors = {"triton2triton/rocmbench/easy/test_vec_add"};
+  auto rocm = importCheckout(o);
+  ASSERT_TRUE(rocm) << rocm.error().message;
+  EXPECT_EQ(rocm->tasks.at(0).held_out_generated, 0u);
 }

@@ -25,11 +25,13 @@
 #include "daemon/pipeline/task.h"
 #include "daemon/pipeline/validate.h"
 #include "sandbox/gpu_discovery.h"
+#include "tests/aka/aka_test_files.h"
 #include "tests/daemon/harness.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace akad;
+using akad::akafixture::readText;
 
 namespace {
 
@@ -179,6 +181,36 @@ TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {
 // and the result lists the feature and what was dropped. The Triton here is a STAND-IN inside
 // the fixture task (the real one needs a GPU) that refuses unknown options as Triton's CUDA
 // backend does, so without the layer the same task fails. An unchanged task gets no layer.
+TEST_F(AkaWrapScoring, SizesFromAPytestParametrizeListAreKeptOnlyWhereThePristineBaselinePasses) {
+  auto imported = importCpuTask("triton2triton/cpu/py_param_sum");
+  ASSERT_TRUE(imported);
+  ASSERT_EQ(imported->first.held_out_generated, 4u) << imported->first.toJson(false).dump();
+  const Task* task = &imported->second;
+  auto spec = json::parse(readText(task->dir / "aka.json"));
+  EXPECT_EQ(spec["held_out_generated"]["old_code"], "@pytest.mark.parametrize(\"n\", [1000, 4000]");
+  const fs::path tree = tmp_ / "param-sum";
+  ASSERT_TRUE(copyTree(task->workspaceDir(), tree).ok());
+  {
+    std::string text = readText(tree / "test_pairsum.py");
+    const std::string slow = text.substr(text.find("def pairsum(a):"), text.find("@pytest") - text.find("def pairsum(a):"));
+    text.replace(text.find(slow), slow.size(), "def pairsum(a):\n    return [x + y for x, y in zip(a[0::2], a[1::2])]\n\n\n");
+    std::ofstream(tree / "test_pairsum.py") << text;
+  }
+  auto s = scoreCandidate(*task, tree, tmp_ / "score-param-sum", environment());
+  ASSERT_TRUE(s) << s.error().message;
+  const json& gen = (*s)["held_out_generated"];
+  ASSERT_EQ(gen["kept"].size(), 1u) << s->dump(2);
+  EXPECT_EQ(gen["kept"][0]["shape"], json::array({8000}));
+  EXPECT_EQ(gen["kept"][0]["rule"], "scaled-up");
+  EXPECT_EQ(gen["dropped"].size(), 3u);  // 1009, 4001 (prime) and 501 (scaled down): odd
+  EXPECT_TRUE((*s)["held_out_correct"].get<bool>()) << s->dump(2);
+  std::vector<std::string> cases;
+  for (const json& c : (*s)["gates"]["held_out_performance"]["cases"]) cases.push_back(c["case"]);
+  EXPECT_EQ(cases, std::vector<std::string>{"n_8000"});
+  // The agent's file keeps its visible sizes; only the scorer's copy had them replaced.
+  EXPECT_NE(readText(task->workspaceDir() / "test_pairsum.py").find("[1000, 4000]"), std::string::npos);
+}
+
 TEST_F(AkaWrapScoring, AmdTritonOptionsAreDroppedAndRecordedWithAStandInTriton) {
   auto imported = importCpuTask("triton2triton/cpu/py_amd_options");
   ASSERT_TRUE(imported);
