@@ -181,9 +181,9 @@ def _source_closure(source, include_dirs):
     path relative to the source's folder. None when an include is not found there or in
     `include_dirs` (whose contents the key covers whole): such a build is not cached."""
     root = os.path.dirname(os.path.abspath(source))
-    hashes, todo = {}, [os.path.abspath(source)]
-    while todo:
-        path = todo.pop()
+    hashes, pending = {}, [os.path.abspath(source)]
+    while pending:
+        path = pending.pop()
         rel = os.path.relpath(path, root)
         if rel in hashes:
             continue
@@ -197,7 +197,7 @@ def _source_closure(source, include_dirs):
             inc = inc.decode(errors="replace")
             here = os.path.normpath(os.path.join(os.path.dirname(path), inc))
             if os.path.isfile(here) and (here + os.sep).startswith(root + os.sep) and not os.path.isabs(inc):
-                todo.append(here)
+                pending.append(here)
             elif not any(os.path.isfile(os.path.join(d, inc)) for d in include_dirs):
                 return None
     return hashes
