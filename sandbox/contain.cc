@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/contain_steps.h"
 #include "sandbox/cpu.h"
+#include "sandbox/helper_thread.h"
 #include "sandbox/mnt.h"
 #include "sandbox/mnt_template.h"
 
@@ -102,9 +104,23 @@ void defaultSignalDispositions() {
   }
 }
 
+namespace {
+
+// ContainContext::testHeapChurn: blocks past malloc's per-thread cache, so that each call
+// takes the arena's lock.
+void churnHeap(double seconds) {
+  for (const double until = monotonicS() + seconds; monotonicS() < until;) {
+    void* volatile p = std::malloc(64 * 1024);
+    std::free(p);
+  }
+}
+
+}  // namespace
+
 void setUpMountNamespace(const ContainContext& c) {
   const SandboxSpec& s = *c.spec;
   if (c.mountNsHanded) {
+    if (c.testHeapChurn) churnHeap(0.3);
     auto t = receiveEntry(c.channelFd, c.spin);
     if (!t) must(c, t.error(), "waiting for akabox");
     if (!t->mountNs.valid()) must(c, Error{"akabox sent no mount namespace"}, "waiting for akabox");

@@ -55,6 +55,10 @@ struct ContainContext {
   // thread built, which it enters and where it mounts /proc (mnt_thread.h). The init is born
   // without a mount namespace of its own then.
   bool mountNsHanded = false;
+  // For tests only (AKABOX_TEST_HEAP_CHURN=1): before it takes the mount namespace akabox
+  // hands it, the init allocates and frees heap blocks for 300 ms, so that an attempt dropped
+  // meanwhile finds it inside malloc (init_messages.h's `drop`).
+  bool testHeapChurn = false;
 };
 
 // Whether the init itself joins the sandbox's cgroup (and roots the cgroup namespace there):

@@ -31,7 +31,13 @@ struct ReportMessage {
 // namespaces' files if hasIpcUts; then cgroupJoinCount cgroup `tasks` files. policyBytes
 // bytes follow the struct: the seccomp filter the command installs
 // (SeccompPolicy::serialize), or none.
+// `drop` instead ends an attempt that akabox gave up before its release (a stale mount
+// template, run.cc): the init exits at once, with nothing attached. An init that shares
+// akabox's memory must end that way, not by SIGKILL: killed inside malloc, it would leave a
+// lock of akabox's heap held for good, and akabox's next fork() (the template's build) would
+// wait on it forever.
 struct EntryMessage {
+  uint8_t drop = 0;
   uint8_t hasMountNs = 0;
   uint8_t hasNsTask = 0;
   uint8_t nsTaskIpcUts = 0;

@@ -95,8 +95,8 @@ Result<SandboxEntry> prepareEntry(const SandboxSpec& spec, const std::vector<Dev
     if (auto st = init.handMountNamespace(std::move(*ns)); !st) return st.error();
   }
   // The template taken at once must be the current one, checked while the thread may still
-  // be at the namespaces. If not, the attempt is dropped: the init is killed and reaped and
-  // the cgroup removed on the way out.
+  // be at the namespaces. If not, the attempt is dropped: runOnce tells the init to exit and
+  // reaps it, and the cgroup is removed on the way out.
   if (toCheck && !mountTemplateCurrent(spec, last)) {
     staleTemplate = true;
     return Error{"the mount template taken first is stale"};
@@ -224,6 +224,9 @@ SandboxResult resultOf(const Result<SandboxExit>& ex, SandboxCgroup& cgroup, Cgr
   return r;
 }
 
+// How long a dropped attempt's init may take to reach its release and exit.
+constexpr double kDropTimeoutS = 10;
+
 // One attempt of runSandbox, after its checks; nothing (and nothing left behind) if the mount
 // template it took first turned out stale, which only an attempt with `lastTemplate` does.
 // akabox's side of the set-up in order; the init's is contain.cc's runSandboxInit.
@@ -282,7 +285,13 @@ std::optional<SandboxResult> runOnce(const SandboxSpec& spec, NamespaceThread& n
   // The init is making its namespaces now; prepare what it enters next.
   bool staleTemplate = false;
   auto entry = prepareEntry(spec, devices, version, limits, cgroup, policy, **init, netns, mountThread, lastTemplate, staleTemplate);
-  if (!entry) return staleTemplate ? std::nullopt : std::optional(failedAfterStart(entry.error().message));
+  if (!entry && staleTemplate) {
+    // The init is told to go and waited for, not killed (init_messages.h's `drop`); then the
+    // next attempt may build the current template (a fork).
+    if ((*init)->drop(kDropTimeoutS)) return std::nullopt;
+    return failedAfterStart("the mount template taken first is stale, and the sandbox's init did not end when told to");
+  }
+  if (!entry) return failedAfterStart(entry.error().message);
   if (auto st = releaseAndGo(**init, std::move(*entry), *cgroup, limits, *version, netns, mountThread); !st)
     return failedAfterStart(st.error().message);
   cgroup->prepareUsage();  // beside the init: the end of the run has only reads left

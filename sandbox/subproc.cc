@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -116,6 +117,8 @@ void describeInit(ContainContext& c, const SpawnRequest& req, const InitLinks& k
   c.ipcUtsHanded = shape.ipcUtsHanded;
   c.sharedStackBottom = sharedStackBottom;
   c.mountNsHanded = req.spec->mountTemplate || req.mountNsFromThread;
+  const char* churn = std::getenv("AKABOX_TEST_HEAP_CHURN");
+  c.testHeapChurn = churn && std::strcmp(churn, "1") == 0;
   if (!initJoinsCgroup(c)) c.commandCgroupFd = req.cloneIntoCgroupFd;
 }
 
@@ -266,6 +269,25 @@ Status SandboxInit::sendEntry(const EntryMessage& m, const std::vector<int>& fds
   if (sendWithRights(channel_.get(), iov, 2, fds, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
     return errnoError("sendmsg(to the sandbox's init)");
   return {};
+}
+
+bool SandboxInit::drop(double timeoutS) {
+  EntryMessage m;
+  m.drop = 1;
+  if (!sendEntry(m, {}, {})) return false;
+  pollfd p{pidFd_.get(), POLLIN, 0};
+  for (const double until = monotonicS() + timeoutS;;) {
+    const double left = until - monotonicS();
+    if (left <= 0) return false;
+    const int rc = ::poll(&p, 1, static_cast<int>(left * 1000) + 1);
+    if (rc > 0) break;
+    if (rc < 0 && errno != EINTR) return false;
+  }
+  int status = 0;
+  while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+  return WIFEXITED(status);  // at a step of its own (a failed one too), not inside malloc
 }
 
 Status SandboxInit::go() {

@@ -108,6 +108,11 @@ class SandboxInit {
   // The cgroup's limits are in place: the command may exec (it waits for this, contain.h).
   Status go();
 
+  // Ends an attempt given up before its release: tells the init to exit (init_messages.h's
+  // `drop`) and reaps it. False if it did not end within `timeoutS`; it is killed then, and
+  // where it shared akabox's memory, akabox must not start another (its heap may be locked).
+  bool drop(double timeoutS);
+
   // Runs the sandbox to its end. The error case is a failure of akabox's own side (poll,
   // wait4); failures inside the sandbox come back in SandboxExit::setupError.
   Result<SandboxExit> supervise(SandboxCgroup& cgroup);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -131,6 +132,27 @@ class BoxTest : public ::testing::Test {
       ::_exit(126);
     }
     return pid;
+  }
+
+  // Whether the akabox `pid` (from start()) ends within `seconds`; it is left for finish() to
+  // reap. If not, it and the processes it started are killed by pid and reaped here.
+  bool waitWithin(pid_t pid, double seconds) {
+    for (int i = 0; i < static_cast<int>(seconds * 100); ++i) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) return true;
+      ::usleep(10000);
+    }
+    std::vector<pid_t> children;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::istringstream in(readAll(task.path().string() + "/children"));
+      for (pid_t child; in >> child;) children.push_back(child);
+    }
+    ::kill(pid, SIGKILL);
+    for (pid_t child : children) ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return false;
   }
 
   BoxRun finish(pid_t pid, bool expectResult = true) {
