@@ -30,4 +30,12 @@ double geometricMean(const std::vector<double>& values) {
   return std::exp(logSum / static_cast<double>(values.size()));
 }
 
+bool quietRoundsHoldTheMedian(const std::vector<double>& roundMedians, double limit) {
+  if (roundMedians.empty()) return true;
+  const double fastest = *std::min_element(roundMedians.begin(), roundMedians.end());
+  if (fastest <= 0) return false;
+  const auto disturbed = std::count_if(roundMedians.begin(), roundMedians.end(), [&](double m) { return m > limit * fastest; });
+  return 2 * static_cast<std::size_t>(disturbed) < roundMedians.size();
+}
+
 }  // namespace akad

@@ -21,5 +21,9 @@ struct SampleStats {
 SampleStats describeSamples(std::vector<double> samples);
 // 0 for an empty list; values must be positive.
 double geometricMean(const std::vector<double>& values);
+// Whether the quiet rounds of one side hold its pooled median: the rounds whose median is more
+// than `limit` times the fastest round's (disturbed: a burst of other work slows a window, it
+// never speeds one up) are fewer than half. A median of zero never does.
+bool quietRoundsHoldTheMedian(const std::vector<double>& roundMedians, double limit);
 
 }  // namespace akad

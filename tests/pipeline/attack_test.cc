@@ -76,9 +76,10 @@ json verdictOf(const json& r) {
     out["pass"] = g.value("pass", false);
     if (g.contains("reason")) out["reason"] = g.at("reason").get<std::string>().substr(0, 600);
     if (g.contains("speedup")) out["speedup"] = g.at("speedup");
+    if (g.contains("extra_rounds")) out["extra_rounds"] = g.at("extra_rounds");
     for (const json& c : g.value("configs", json::array())) {
       json row = {{"name", c.value("name", "")}, {"speedup", c.value("speedup", 0.0)}};
-      for (const char* k : {"verified_calls", "clock_disagreement", "below_resolution", "candidate_inproc_median_ns"})
+      for (const char* k : {"verified_calls", "clock_disagreement", "below_resolution", "candidate_inproc_median_ns", "round_medians_ns"})
         if (c.contains(k)) row[k] = c.at(k);
       if (c.contains("candidate")) row["candidate_median_ns"] = c.at("candidate").value("median_ns", 0.0);
       if (c.contains("baseline")) row["baseline_median_ns"] = c.at("baseline").value("median_ns", 0.0);

@@ -58,5 +58,17 @@ TEST(Stats, MedianMinAndInterquartileRange) {
   EXPECT_DOUBLE_EQ(geometricMean({1, 4, 16}), 4);
 }
 
+// The scorer times one more pair of rounds when a side's disturbed rounds are not a minority.
+TEST(Stats, QuietRoundsHoldTheMedianOnlyWhenDisturbedOnesAreFewerThanHalf) {
+  EXPECT_TRUE(quietRoundsHoldTheMedian({}, 1.2));
+  EXPECT_TRUE(quietRoundsHoldTheMedian({100}, 1.2));
+  EXPECT_TRUE(quietRoundsHoldTheMedian({120, 100}, 1.2)) << "within the limit";
+  EXPECT_FALSE(quietRoundsHoldTheMedian({100, 121}, 1.2)) << "one disturbed round of two";
+  EXPECT_TRUE(quietRoundsHoldTheMedian({150, 100, 101}, 1.2)) << "one disturbed round of three";
+  EXPECT_FALSE(quietRoundsHoldTheMedian({150, 100, 160}, 1.2)) << "two of three";
+  EXPECT_TRUE(quietRoundsHoldTheMedian({200, 100, 101, 99}, 1.2)) << "one of four, after the extra pair";
+  EXPECT_FALSE(quietRoundsHoldTheMedian({0, 100}, 1.2));
+}
+
 }  // namespace
 }  // namespace akad
