@@ -235,10 +235,15 @@ SandboxInit::~SandboxInit() {
 void SandboxInit::killAndReap() {
   if (pid_ < 0 || reaped_) return;
   ::syscall(SYS_pidfd_send_signal, pidFd_.get(), SIGKILL, nullptr, 0);
+  reap();
+}
+
+int SandboxInit::reap() {
   int status = 0;
   while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
   }
   reaped_ = true;
+  return status;
 }
 
 Status SandboxInit::handMountNamespace(UniqueFd ns) {
@@ -283,11 +288,7 @@ bool SandboxInit::drop(double timeoutS) {
     if (rc > 0) break;
     if (rc < 0 && errno != EINTR) return false;
   }
-  int status = 0;
-  while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
-  }
-  reaped_ = true;
-  return WIFEXITED(status);  // at a step of its own (a failed one too), not inside malloc
+  return WIFEXITED(reap());  // at a step of its own (a failed one too), not inside malloc
 }
 
 Status SandboxInit::go() {

@@ -123,6 +123,8 @@ class SandboxInit {
   // SIGTERM, SIGINT and SIGHUP to akabox come on cancelSignals_ from here on.
   Status catchCancelSignals();
   void killAndReap();
+  // Waits for the init's end (it is ending or has ended); its wait status.
+  int reap();
   // Once the init is reaped: the lending thread closes the listener (or just goes on, given
   // none); without a lending thread, the listener closes here.
   void handListenerToLender(UniqueFd listener);

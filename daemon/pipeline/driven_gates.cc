@@ -202,10 +202,6 @@ json drivenConfigResult(const std::string& name, const DrivenTimes& base, const 
   return r;
 }
 
-}  // namespace
-
-namespace {
-
 // One ABBA round of the performance gate: both sides timed in the round's order, their times
 // added to `times`; a failure's gate, or null.
 json timeRound(const GateRunner& g, const fs::path& trustedDir, const fs::path& candidateDir, const Phase& p, int round,
