@@ -61,20 +61,23 @@ double keepProbability(int calls) {
   return std::min(1.0, 1.0 - std::pow(0.01, 1.0 / faked));
 }
 
-// The baseline's processes also make empty calls (the channel and the copies, no kernel): the
-// driver's fixed overhead per call. Only the trusted baseline gets them, so a candidate cannot
-// make the calibration slow to have more subtracted from its own times.
+// Empty calls (the channel and the copies, no kernel) measure the driver's fixed overhead per
+// call. Only the trusted baseline's are used, so a candidate cannot make the calibration slow
+// to have more subtracted from its own times.
 int emptyCalls(const TaskTiming& t) { return std::max(5, t.samples / 4); }
 
 }  // namespace
 
+// Both sides get the same plan, so that what the driver does between two timed calls (the
+// empty calls, the copies of kept outputs) is alike on both and leaves the caches alike; only
+// the candidate's kept outputs are verified.
 json drivenPerfPlan(const Phase& p, const TaskTiming& t, bool baseline) {
   json cases = json::array(), groups = json::array();
-  const double keep = baseline ? 0.0 : keepProbability(t.samples * t.rounds);
+  const double keep = keepProbability(t.samples * t.rounds);
   for (const auto& cfg : p.configs) {
     const std::string name = cfg["name"];
     cases.push_back({{"name", name}, {"config", cfg}});
-    groups.push_back({{"name", name}, {"cases", {name}}, {"keep", keep}, {"empty", baseline ? emptyCalls(t) : 0}});
+    groups.push_back({{"name", name}, {"cases", {name}}, {"keep", keep}, {"empty", emptyCalls(t)}, {"verify", !baseline}});
   }
   return {{"cases", cases},
           {"perf", {{"warmup", t.warmup}, {"samples", t.samples}, {"flush_bytes", t.flush_bytes}, {"groups", groups}}}};

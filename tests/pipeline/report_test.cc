@@ -1,6 +1,7 @@
 // The run report's figures, computed on known outcomes; failures count in every denominator.
 #include <gtest/gtest.h>
 
+#include "daemon/pipeline/gates.h"
 #include "daemon/pipeline/report.h"
 #include "daemon/pipeline/score.h"
 #include "daemon/pipeline/stats.h"
@@ -56,6 +57,28 @@ TEST(Stats, MedianMinAndInterquartileRange) {
   EXPECT_DOUBLE_EQ(s.min, 1);
   EXPECT_DOUBLE_EQ(s.iqr(), 2);  // q1 = 2, q3 = 4
   EXPECT_DOUBLE_EQ(geometricMean({1, 4, 16}), 4);
+}
+
+// Both sides run one plan, so that the driver's work between timed calls (empty calls, copies
+// of kept outputs) is alike on both; only the candidate's kept outputs are verified.
+TEST(DrivenPlan, BothSidesGetTheSamePlanAndOnlyTheCandidatesKeptCallsAreVerified) {
+  Phase p;
+  p.name = "visible";
+  p.configs = {json{{"name", "a"}, {"n", 1}}, json{{"name", "b"}, {"n", 2}}};
+  TaskTiming t;
+  json base = drivenPerfPlan(p, t, true), cand = drivenPerfPlan(p, t, false);
+  ASSERT_EQ(base["perf"]["groups"].size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    json& bg = base["perf"]["groups"][i];
+    json& cg = cand["perf"]["groups"][i];
+    EXPECT_FALSE(bg.at("verify").get<bool>());
+    EXPECT_TRUE(cg.at("verify").get<bool>());
+    EXPECT_GT(cg.at("keep").get<double>(), 0.3) << "30 x 3 timed calls need about 40% kept";
+    EXPECT_GE(cg.at("empty").get<int>(), 5);
+    bg.erase("verify");
+    cg.erase("verify");
+  }
+  EXPECT_EQ(base, cand) << "the plans differ in more than verify";
 }
 
 // The scorer times one more pair of rounds when a side's disturbed rounds are not a minority.

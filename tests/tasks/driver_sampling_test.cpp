@@ -92,4 +92,36 @@ TEST(DriverSampling, AFewWrongElementsAreAmongTheSampledOnes) {
   }
 }
 
+// The baseline's plan says verify: false: its driver keeps copies at the candidate's rate (the
+// same work between calls) but writes none of them for the checker.
+TEST(DriverPlan, AGroupThatIsNotVerifiedKeepsCopiesButWritesNone) {
+  char dir[] = "/tmp/driver-plan-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  auto plan = [&](const std::string& verify) {
+    std::ofstream(d + "/plan.json") << R"({"cases": [{"name": "a", "config": {"name": "a", "rows": 4, "cols": 4}}],
+      "perf": {"warmup": 0, "samples": 3, "groups": [{"name": "a", "cases": ["a"], "keep": 1, "empty": 1)"
+                                    << verify << "}]}}";
+    return d + "/plan.json";
+  };
+  EXPECT_TRUE(akaplan::readPlan(plan("")).perf.groups.at(0).verify) << "verify defaults to true";
+  EXPECT_FALSE(akaplan::readPlan(plan(R"(, "verify": false)")).perf.groups.at(0).verify);
+  EXPECT_THROW(akaplan::readPlan(plan(R"(, "verify": "no")")), akaplan::Error);
+
+  const nlohmann::json config = {{"name", "t"}, {"rows", 8}, {"cols", 8}};
+  const TensorSet out = akaReference(Config(config), akaGenerate(Config(config), 3));
+  std::vector<KeptCall> kept;
+  kept.push_back({"base.c0", config, 3, out, 0, false});
+  kept.push_back({"cand.c0", config, 3, out, 0, true});
+  writeVerification(d, kept);
+  EXPECT_FALSE(std::filesystem::exists(d + "/base.c0.out.akt"));
+  EXPECT_FALSE(std::filesystem::exists(d + "/base.c0.ref.akt"));
+  EXPECT_TRUE(std::filesystem::exists(d + "/cand.c0.out.akt"));
+  EXPECT_TRUE(std::filesystem::exists(d + "/cand.c0.ref.akt"));
+  const nlohmann::json verify = akaplan::readJsonFile(d + "/verify.json");
+  ASSERT_EQ(verify.at("cases").size(), 1u);
+  EXPECT_EQ(verify["cases"][0]["name"], "cand.c0");
+  std::filesystem::remove_all(d);
+}
+
 }  // namespace

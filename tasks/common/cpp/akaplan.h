@@ -29,8 +29,9 @@ struct Case {
 struct PerfGroup {
   std::string name;
   std::vector<std::string> cases;
-  int empty = 0;      // the driver's calibration calls (given only to the trusted baseline)
-  double keep = 0;    // probability that a timed call's output is verified
+  int empty = 0;      // the driver's calibration calls (only the trusted baseline's are used)
+  double keep = 0;    // probability that a timed call's output is kept
+  bool verify = true; // false: kept outputs are copied like the candidate's, then dropped
 };
 
 struct Perf {
@@ -127,6 +128,10 @@ inline Plan readPlan(const std::string& path) {
         if (pg.cases.empty()) throw Error(path + ": perf group '" + pg.name + "' has no cases");
         pg.empty = g.value("empty", 0);
         pg.keep = g.value("keep", 0.0);
+        if (g.contains("verify")) {
+          if (!g["verify"].is_boolean()) throw Error(path + ": perf group '" + pg.name + "': verify must be true or false");
+          pg.verify = g["verify"].get<bool>();
+        }
         if (pg.empty < 0 || !(pg.keep >= 0 && pg.keep <= 1))
           throw Error(path + ": perf group '" + pg.name + "' needs empty >= 0 and keep in [0, 1]");
         plan.perf.groups.push_back(std::move(pg));

@@ -360,6 +360,7 @@ struct KeptCall {
   uint64_t seed;
   TensorSet outputs;  // as verified: sampled when pick is not 0
   uint64_t pick = 0;
+  bool verify = true;  // false: a copy made only so that both sides do the same work
 };
 
 struct GroupPlan {
@@ -368,6 +369,7 @@ struct GroupPlan {
   std::vector<std::pair<std::string, uint64_t>> checkCalls;  // check: (case, seed), every output kept
   int warmup = 0, samples = 0, empty = 0;
   double keep = 0;
+  bool verify = true;
 };
 
 struct GroupTimes {
@@ -444,8 +446,8 @@ class Driver {
         if (coin(g.keep)) {
           const uint64_t pick = drawPick();
           kept_.push_back({g.name + ".c" + std::to_string(times.samples.size() - 1), g.config, seed,
-                           sampledOutputs(readBack, pick), pick});
-          ++times.kept;
+                           sampledOutputs(readBack, pick), pick, g.verify});
+          if (g.verify) ++times.kept;
         }
       }
     }
@@ -515,6 +517,7 @@ std::vector<GroupPlan> groupsOf(const std::string& mode, const akaplan::Plan& pl
     g.samples = plan.perf.samples;
     g.empty = pg.empty;
     g.keep = pg.keep;
+    g.verify = pg.verify;
     groups.push_back(std::move(g));
   }
   return groups;
@@ -596,10 +599,12 @@ void writeJson(const std::string& path, const json& j) {
 }
 
 // After the worker is gone: the reference's answers for the kept calls, from inputs generated
-// again from their seeds, beside the outputs the worker gave.
+// again from their seeds, beside the outputs the worker gave. Copies of a group that is not
+// verified (the baseline's) are dropped.
 void writeVerification(const std::string& outDir, std::vector<KeptCall>& kept) {
   json cases = json::array();
   for (KeptCall& k : kept) {
+    if (!k.verify) continue;
     Config config(k.config);
     TensorSet in = akaGenerate(config, k.seed);
     writeVerified(outDir + "/" + k.name + ".ref.akt", akaReference(config, in), k.pick);

@@ -563,6 +563,12 @@ class GpuDriver {
       download(hostOut, outSets[j]);
       samples[j].compare(hostOut);
       const uint64_t pick = w.timed ? drawPick() : 0;  // the correctness run's outputs whole
+      // A group that is not verified (the baseline's) downloads and compares like the
+      // candidate's, so that both sides do the same work between windows, and keeps nothing.
+      if (!g.verify) {
+        prep_.keepS += secondsSince(k0);
+        continue;
+      }
       writeVerified(outDir_ + "/" + keepAs + ".out.akt", hostOut, pick);
       kept_.push_back({keepAs, g.config, w.calls[j].seed, TensorSet(), pick});
       ++times.kept;

@@ -81,8 +81,11 @@ def read_plan(path):
                 if (isinstance(empty, bool) or not isinstance(empty, int) or empty < 0
                         or isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 <= keep <= 1):
                     raise PlanError(f"{path}: perf group '{g['name']}' needs empty >= 0 and keep in [0, 1]")
+                verify = g.get("verify", True)
+                if not isinstance(verify, bool):
+                    raise PlanError(f"{path}: perf group '{g['name']}': verify must be true or false")
                 perf["groups"].append({"name": g["name"], "cases": list(g["cases"]), "empty": empty,
-                                       "keep": float(keep)})
+                                       "keep": float(keep), "verify": verify})
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PlanError(f"{path}: malformed perf section: {e!r}")
     return {"cases": cases, "perf": perf}

@@ -335,9 +335,10 @@ def windows_of(g, k):
 
 
 class KeptCall:
-    def __init__(self, name, config, seed, on_device, outputs, pick):
+    def __init__(self, name, config, seed, on_device, outputs, pick, verify=True):
         self.name, self.config, self.seed, self.on_device, self.outputs = name, config, seed, on_device, outputs
         self.pick = pick  # 0: outputs whole; else the seed of sampled()'s positions
+        self.verify = verify  # False: copied only so that both sides do the same work
 
 
 def sampled(t, pick):
@@ -502,8 +503,11 @@ class Driver:
                 continue
             samples[j].compare(list(shared.outputs[j].values()))
             pick = secure_random() | 1 if w.timed else 0
-            self.keep(name, g["config"], seeds[j], on_device, shared.outputs[j], pick)
-            times.kept += 1
+            # A group that is not verified (the baseline's) copies like the candidate's, so that
+            # both sides do the same work between windows; write_verification drops the copy.
+            self.keep(name, g["config"], seeds[j], on_device, shared.outputs[j], pick, g.get("verify", True))
+            if g.get("verify", True):
+                times.kept += 1
         if w.timed:
             self.timed_calls += len(w.calls)
 
@@ -534,7 +538,7 @@ class Driver:
             return ": " + str(msg.get("message", "?"))[:1000]
         return ""
 
-    def keep(self, name, config, seed, on_device, readback, pick):
+    def keep(self, name, config, seed, on_device, readback, pick, verify=True):
         outputs = {}
         for k, t in readback.items():
             t = sampled(t, pick)
@@ -544,7 +548,7 @@ class Driver:
                 self.kept_gpu_bytes += size
             else:
                 outputs[k] = t.to("cpu")
-        self.kept.append(KeptCall(name, config, seed, on_device, outputs, pick))
+        self.kept.append(KeptCall(name, config, seed, on_device, outputs, pick, verify))
 
     def finish(self):
         self.send({"type": "bye"})
@@ -567,7 +571,8 @@ def groups_of(mode, plan):
         raise ValueError("the plan has no 'perf' section")
     for pg in perf["groups"]:
         groups.append({"name": pg["name"], "config": akaplan.find_case(plan, pg["cases"][0])["config"], "check": [],
-                       "warmup": perf["warmup"], "samples": perf["samples"], "empty": pg["empty"], "keep": pg["keep"]})
+                       "warmup": perf["warmup"], "samples": perf["samples"], "empty": pg["empty"], "keep": pg["keep"],
+                       "verify": pg.get("verify", True)})
     return groups
 
 
@@ -614,9 +619,12 @@ def write_json(path, obj):
 
 def write_verification(out_dir, kept):
     """After the worker is gone: the reference's answers for the kept calls, from inputs
-    generated again from their seeds, beside the outputs the worker gave."""
+    generated again from their seeds, beside the outputs the worker gave. Copies of a group that
+    is not verified (the baseline's) are dropped."""
     cases = []
     for k in kept:
+        if not k.verify:
+            continue
         inputs = InputSource(k.config, k.on_device)(k.seed)
         ref = reference.reference(dict(k.config), inputs)
         akt.write_akt(os.path.join(out_dir, k.name + ".ref.akt"), {n: sampled(t, k.pick) for n, t in ref.items()})
