@@ -43,7 +43,7 @@ Status createScoringDirs(const Layout& l) {
 }
 
 // Gate 1: compile, in the scoring workspace, without a GPU.
-Result<json> compileGate(const GateRunner& g, const Task& task, const fs::path& trusted) {
+Result<json> compileGate(const GateRunner& g, const Task& task, const fs::path& trusted, const fs::path& common) {
   const Layout& l = g.layout();
   if (auto s = g.ownForSandbox(l.ws, "candidate"); !s) return s.error();
   SandboxRequest build = g.request(task.limits.compile_s, "compile", false, "candidate");
@@ -52,6 +52,11 @@ Result<json> compileGate(const GateRunner& g, const Task& task, const fs::path& 
   // the pristine harness files instead of compiling them again (the hip harness does).
   build.binds.push_back({trusted, "/trusted", false});
   build.env["AKA_TRUSTED"] = "/trusted";
+  // The harness's shared objects, which the trusted build linked (ensureCommonHarnessBuild).
+  if (!common.empty()) {
+    build.binds.push_back({common, "/common", false});
+    build.env["AKA_COMMON"] = "/common";
+  }
   build.command = {"/bin/sh", "-c", shellJoin(task.build_candidate)};
   auto compiled = g.run(build);
   if (!compiled) return compiled.error();
@@ -124,6 +129,8 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   if (auto s = createScoringDirs(l); !s) return s.error();
   auto trusted = ensureTrustedBuild(task, env);
   if (!trusted) return trusted.error();
+  auto common = ensureCommonHarnessBuild(task, env);  // built by now: only its path
+  if (!common) return common.error();
   auto assembled = assembleScoringWorkspace(task, env.tasks_root, candidateTree, l.ws);
   if (!assembled) return assembled.error();
   const auto drawSeed = env.draw_seed ? env.draw_seed : secureRandom64;
@@ -136,7 +143,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   GateOutcome o;
 
   notify("compile");
-  auto compiled = compileGate(GateRunner(task, env, l), task, *trusted);
+  auto compiled = compileGate(GateRunner(task, env, l), task, *trusted, *common);
   if (!compiled) return compiled.error();
   gates["compile"] = *compiled;
   o.compiled = gates["compile"]["pass"];

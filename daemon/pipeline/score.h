@@ -59,6 +59,12 @@ struct ScoringEnvironment {
 // baseline runner, from pristine files only. Returns the directory that holds them.
 Result<std::filesystem::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env);
 
+// Builds (once per harness version and image) the harness's task-independent objects, when its
+// Makefile offers a `common` target and the task shadows none of its files (docs/tasks.md).
+// Returns their directory, which trusted builds and candidate compiles get read-only as
+// $AKA_COMMON; empty when the harness has none.
+Result<std::filesystem::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnvironment& env);
+
 // Scores a candidate tree in workDir (created, must not exist). Gate failures are results,
 // not errors; an Error means the scorer itself could not work (the attempt is marked failed).
 Result<nlohmann::json> scoreCandidate(const Task& task, const std::filesystem::path& candidateTree,

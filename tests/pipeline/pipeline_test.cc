@@ -67,6 +67,21 @@ TEST_F(PipelineTest, ReferenceAgentBeatsTheBaselineOnEveryCpuTask) {
     EXPECT_GT(result(a).at("score").get<double>(), 220.0);
     EXPECT_EQ(result(a).at("snapshot").get<std::string>().size(), 64u);
   }
+  // The harness's own objects were built once (make common) and linked by every task's build.
+  int harnessBuilds = 0, trustedBuilds = 0;
+  for (const auto& e : fs::directory_iterator(daemon_->paths().stateDir / "tasks")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("harness-", 0) == 0) {
+      ++harnessBuilds;
+      EXPECT_TRUE(fs::exists(e.path() / "common" / "build" / "obj" / "driver_main.o"));
+    } else if (fs::exists(e.path() / "trusted" / ".built")) {
+      ++trustedBuilds;
+      EXPECT_FALSE(fs::exists(e.path() / "trusted" / "build" / "obj" / "driver_main.o")) << name << " compiled its own";
+      EXPECT_TRUE(fs::exists(e.path() / "trusted" / "build" / "obj" / "reference.o")) << name;
+    }
+  }
+  EXPECT_EQ(harnessBuilds, 1);
+  EXPECT_GE(trustedBuilds, 8);
   // The report agrees with the attempts.
   json report = daemon_->ctlJson({"report", attempts.at(0).at("run_id")}).at("report");
   EXPECT_DOUBLE_EQ(report.at("correctness_rate").get<double>(), 1.0);

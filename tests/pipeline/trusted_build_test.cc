@@ -33,6 +33,9 @@ class TrustedBuildTest : public ::testing::Test {
     fs::create_directories(root_ / "tasks" / "common");
     fs::copy(fs::path(AKAD_SOURCE_TASKS) / "common" / "cpp", root_ / "tasks" / "common" / "cpp",
              fs::copy_options::recursive);
+    // A stand-in for the harness's `common` target (the real one compiles for 15 s): it leaves
+    // one file in /count for every build that ran, and its object.
+    setCommonTarget("\tmkdir -p build/obj && mktemp /count/common.XXXXXX && echo shared > build/obj/common.o\n");
     ::setenv("AKABOX", AKABOX_BIN, 1);
   }
   void TearDown() override {
@@ -42,18 +45,23 @@ class TrustedBuildTest : public ::testing::Test {
     fs::remove_all(root_);
   }
 
+  void setCommonTarget(const std::string& recipe) {
+    std::ofstream(root_ / "tasks" / "common" / "cpp" / "Makefile") << "common:\n" << recipe;
+  }
+
   // A task whose build sleeps, then leaves one file in /count for every build that ran.
-  Task makeTask(const std::string& id) {
+  Task makeTask(const std::string& id, const std::string& check = "true", bool shadow = false) {
     const fs::path dir = root_ / "tasks" / "cpu" / id;
     for (const char* sub : {"workspace", "harness", "solution"}) fs::create_directories(dir / sub);
     std::ofstream(dir / "workspace" / "kernel.cpp") << "// baseline\n";
     std::ofstream(dir / "solution" / "kernel.cpp") << "// faster\n";
     std::ofstream(dir / "task.yaml")
         << "schema: 1\nid: " << id << "\nsuite: cpu\ntitle: T\nprompt: p\nharness: cpp\neditable: [kernel.cpp]\n"
-        << "build: {reference: ['sleep " << kBuildSeconds << " && mktemp /count/" << id
+        << "build: {reference: ['" << check << " && sleep " << kBuildSeconds << " && mktemp /count/" << id
         << ".XXXXXX && touch reference driver'], candidate: ['touch runner']}\n"
         << "configs:\n  visible: [{name: v-8, n: 8}]\n  held_out: [{name: h-7, n: 7}]\n"
         << "tolerances: {f32: {atol: 1.0e-5, rtol: 1.0e-4}}\n";
+    if (shadow) std::ofstream(dir / "harness" / "akt.h") << "// the task's own\n";
     auto t = loadTask(dir);
     EXPECT_TRUE(t) << t.error().message;
     return t ? *t : Task{};
@@ -68,6 +76,7 @@ class TrustedBuildTest : public ::testing::Test {
   }
   int buildsOf(const std::string& id) const {
     int n = 0;
+    if (!fs::exists(root_ / "count")) return 0;
     for (const auto& e : fs::directory_iterator(root_ / "count"))
       if (e.path().filename().string().rfind(id + ".", 0) == 0) ++n;
     return n;
@@ -106,6 +115,64 @@ TEST_F(TrustedBuildTest, DifferentTasksBuildAtOnceAndEachTaskBuildsOnce) {
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(*again, dirs[0]);
   EXPECT_EQ(buildsOf("alpha"), 1);
+}
+
+// The harness's own objects are built once per harness version and reach every task's trusted
+// build read-only as $AKA_COMMON; a new version of the harness builds them again.
+TEST_F(TrustedBuildTest, TheHarnessesCommonObjectsAreBuiltOncePerHarnessVersionAndSharedReadOnly) {
+  const std::string uses = R"(test "$AKA_COMMON" = /common && grep -q shared /common/build/obj/common.o && )"
+                           R"(! touch /common/build/obj/written 2>/dev/null)";
+  const Task a = makeTask("alpha", uses), b = makeTask("beta", uses);
+  const ScoringEnvironment env = environment();
+  auto fa = std::async(std::launch::async, [&] { return ensureTrustedBuild(a, env); });
+  auto fb = std::async(std::launch::async, [&] { return ensureTrustedBuild(b, env); });
+  auto ra = fa.get(), rb = fb.get();
+  ASSERT_TRUE(ra) << ra.error().message;
+  ASSERT_TRUE(rb) << rb.error().message;
+  EXPECT_EQ(buildsOf("common"), 1) << "two tasks of one harness version built its objects twice";
+  EXPECT_EQ(buildsOf("alpha"), 1);
+  EXPECT_EQ(buildsOf("beta"), 1);
+  auto common = ensureCommonHarnessBuild(a, env);
+  ASSERT_TRUE(common) << common.error().message;
+  EXPECT_TRUE(fs::exists(*common / "build" / "obj" / "common.o"));
+  EXPECT_FALSE(fs::exists(*common / "build" / "obj" / "written"));
+
+  // The harness changes: a new version of it, and of every task built with it.
+  setCommonTarget("\tmkdir -p build/obj && mktemp /count/common.XXXXXX && echo shared v2 > build/obj/common.o\n");
+  const Task c = makeTask("gamma", uses);
+  auto rc = ensureTrustedBuild(c, env);
+  ASSERT_TRUE(rc) << rc.error().message;
+  EXPECT_EQ(buildsOf("common"), 2);
+  auto common2 = ensureCommonHarnessBuild(c, env);
+  ASSERT_TRUE(common2) << common2.error().message;
+  EXPECT_NE(*common2, *common);
+}
+
+// A task with a harness file of its own by a layer's name builds everything itself: the shared
+// objects were made from the layer's file, not the task's.
+TEST_F(TrustedBuildTest, ATaskThatShadowsAHarnessFileGetsNoSharedObjects) {
+  const Task t = makeTask("own", R"(test -z "$AKA_COMMON" && test ! -e /common)", /*shadow=*/true);
+  const ScoringEnvironment env = environment();
+  auto r = ensureTrustedBuild(t, env);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(buildsOf("common"), 0);
+  auto common = ensureCommonHarnessBuild(t, env);
+  ASSERT_TRUE(common) << common.error().message;
+  EXPECT_TRUE(common->empty());
+}
+
+// A common build that fails fails the trusted build with its log, and leaves no tree behind.
+TEST_F(TrustedBuildTest, AFailedCommonBuildFailsTheTrustedBuildAndSaysWhy) {
+  setCommonTarget("\techo the harness does not compile here >&2 && false\n");
+  const Task t = makeTask("alpha");
+  const ScoringEnvironment env = environment();
+  auto r = ensureTrustedBuild(t, env);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("common objects failed"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("the harness does not compile here"), std::string::npos) << r.error().message;
+  EXPECT_EQ(buildsOf("alpha"), 0);
+  for (const auto& e : fs::recursive_directory_iterator(env.trusted_cache))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "left behind: " << e.path();
 }
 
 }  // namespace
