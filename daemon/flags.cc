@@ -59,6 +59,10 @@ void addOptions(CLI::App& app, DaemonOptions& o) {
   app.add_option("--mount-templates", o.mountTemplates,
                  "Where akabox keeps the daemon's mount templates (default <state-dir>/mount-templates; off: build every "
                  "sandbox's mounts from scratch); removed at start-up and shutdown");
+  app.add_option("--trusted-cache", o.trustedCache,
+                 "Where trusted builds are kept, per task version and harness version (default <state-dir>/tasks). "
+                 "Daemons may share one (its builds are locked across processes); it must be a directory owned by "
+                 "akad's user that no one else can write");
   app.add_option("--tenants", o.tenantsFile,
                  "Tenant policy (YAML: admins) (default /etc/akad/tenants.yaml if it exists; else root is the only admin)");
   app.add_option("--akacheck", o.akacheck, "The trusted checker (default: beside akad, or the build tree)");
@@ -171,6 +175,7 @@ SchedulerConfig schedulerConfig(const DaemonOptions& o, const CheckedOptions& c)
   SchedulerConfig cfg;
   cfg.workers = o.workers;
   cfg.state_dir = o.stateDir;
+  cfg.trusted_cache = o.trustedCache.empty() ? fs::path(o.stateDir) / "tasks" : fs::path(o.trustedCache);
   cfg.tasks_root = o.tasksDir;
   cfg.agents_dir = o.agentsDir;
   cfg.images_dir = o.imagesDir;

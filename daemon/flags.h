@@ -42,6 +42,7 @@ struct DaemonOptions {
   std::uint64_t workspaceInodes = 100000;
   std::string cgroupParent = "akad";
   std::string mountTemplates;
+  std::string trustedCache;  // empty: <state-dir>/tasks
   std::string tenantsFile;
   std::string executor = "local";
   slurm::SlurmConfig slurm;

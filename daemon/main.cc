@@ -137,6 +137,17 @@ Result<OpenState> openState(const std::string& stateDir) {
   return OpenState{std::move(*lock), std::move(*store)};
 }
 
+// A --trusted-cache of the operator's: trusted binaries, so refused if anyone but akad's user could
+// write to it or swap it (the default is inside the state dir, checked with it).
+Status setUpTrustedCache(const DaemonOptions& o) {
+  if (o.trustedCache.empty()) return {};
+  if (::mkdir(o.trustedCache.c_str(), 0700) != 0 && errno != EEXIST)
+    return Error{"--trusted-cache: cannot create " + o.trustedCache + ": " + std::strerror(errno)};
+  if (auto s = checkTrustedDirectory(o.trustedCache); !s)
+    return Error{"refusing --trusted-cache " + o.trustedCache + ": " + s.error().message};
+  return {};
+}
+
 // akabox keeps templates only in a directory that root owns and only root can write.
 Status setUpMountTemplates(const DaemonOptions& o) {
   const std::string dir = o.mountTemplates.empty() ? (fs::path(o.stateDir) / "mount-templates").string() : o.mountTemplates;
@@ -288,6 +299,10 @@ int main(int argc, char** argv) {
   auto state = openState(o.stateDir);
   if (!state) {
     log::error(state.error().message);
+    return 1;
+  }
+  if (auto s = setUpTrustedCache(o); !s) {
+    log::error(s.error().message);
     return 1;
   }
   return serve(o, *checked, *state);

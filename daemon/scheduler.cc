@@ -22,7 +22,7 @@ Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snaps
       uids_(config_.attempt_uids) {
   AttemptSetup setup;
   setup.attempts_dir = config_.state_dir / "attempts";
-  setup.trusted_cache = config_.state_dir / "tasks";
+  setup.trusted_cache = config_.trusted_cache.empty() ? config_.state_dir / "tasks" : config_.trusted_cache;
   setup.build_cache = config_.state_dir / "build-cache";
   setup.images_dir = config_.images_dir;
   setup.akacheck = config_.akacheck;

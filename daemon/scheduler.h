@@ -39,6 +39,7 @@ namespace akad {
 struct SchedulerConfig {
   int workers = 1;
   std::filesystem::path state_dir;
+  std::filesystem::path trusted_cache;  // trusted builds (akad --trusted-cache; default <state>/tasks)
   std::filesystem::path tasks_root;
   std::filesystem::path agents_dir;
   std::filesystem::path images_dir;

@@ -49,7 +49,7 @@ json validateOne(DaemonContext& ctx, const std::string& id, double minSpeedup, B
   const auto& cfg = ctx.scheduler->config();
   ScoringEnvironment env;
   env.tasks_root = ctx.tasks.root();
-  env.trusted_cache = ctx.stateDir / "tasks";  // the scheduler's: one trusted build per task version
+  env.trusted_cache = cfg.trusted_cache.empty() ? ctx.stateDir / "tasks" : cfg.trusted_cache;  // the scheduler's
   env.akacheck = cfg.akacheck;
   env.sandbox_uid = cfg.sandbox_uid;
   env.sandbox_gid = cfg.sandbox_gid;

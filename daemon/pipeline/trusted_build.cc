@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/file_lock.h"
 #include "common/sha256.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/gate_runner.h"
@@ -17,17 +18,35 @@ using nlohmann::json;
 namespace akad {
 namespace {
 
-// One lock per task version: a build is made once even when several attempts of the task start
-// together, and builds of different tasks run at the same time (a dozen GPU tasks submitted
-// together waited 40 s each, one after the other, on the H200 when one lock served them all).
-std::shared_ptr<std::mutex> trustedBuildLock(const std::string& contentHash) {
-  static std::mutex mapMutex;
-  static std::map<std::string, std::shared_ptr<std::mutex>> locks;
-  std::lock_guard lock(mapMutex);
-  auto& m = locks[contentHash];
-  if (!m) m = std::make_shared<std::mutex>();
-  return m;
-}
+// One lock per build (task version or harness version): a build is made once even when several
+// attempts of the task start together, and builds of different tasks run at the same time (a
+// dozen GPU tasks submitted together waited 40 s each, one after the other, on the H200 when one
+// lock served them all). Held in this process by a mutex, and across the daemons that share the
+// cache (akad --trusted-cache) by an flock on <root>/.lock.
+class BuildLock {
+ public:
+  BuildLock(const std::string& key, const fs::path& root) : mutex_(mutexFor(key)), guard_(*mutex_) {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec) status_ = Error{"cannot create " + root.string() + ": " + ec.message()};
+    else status_ = file_.acquire(root / ".lock", LOCK_EX);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  static std::shared_ptr<std::mutex> mutexFor(const std::string& key) {
+    static std::mutex mapMutex;
+    static std::map<std::string, std::shared_ptr<std::mutex>> locks;
+    std::lock_guard lock(mapMutex);
+    auto& m = locks[key];
+    if (!m) m = std::make_shared<std::mutex>();
+    return m;
+  }
+  std::shared_ptr<std::mutex> mutex_;
+  std::lock_guard<std::mutex> guard_;
+  FileLock file_;
+  Status status_;
+};
 
 // The harness's task-independent objects (its `common` target, docs/tasks.md), built once per
 // harness version and image and shared by every task of that harness: on 2 CPUs they are 27 of
@@ -114,12 +133,11 @@ Result<fs::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnviron
   if (!key) return key.error();
   const fs::path root = env.trusted_cache / ("harness-" + *key);
   const fs::path done = root / "common";
-  const std::shared_ptr<std::mutex> buildLock = trustedBuildLock("harness-" + *key);
-  std::lock_guard lock(*buildLock);
+  const BuildLock lock("harness-" + *key, root);
+  if (!lock.status()) return lock.status().error();
   if (fs::exists(done / ".built")) return done;
   std::error_code ec;
   const fs::path tmp = root / ("common.tmp-" + randomHex(6));
-  fs::create_directories(root, ec);
   // The layers alone, laid out as in a workspace's harness/ (later files win, as for a task).
   for (const std::string& layer : harnessLayers(env.tasks_root, task.harness))
     if (fs::is_directory(env.tasks_root / "common" / layer))
@@ -143,14 +161,13 @@ Result<fs::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnviron
 Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env) {
   const fs::path root = env.trusted_cache / task.content_hash;
   const fs::path done = root / "trusted";
-  const std::shared_ptr<std::mutex> buildLock = trustedBuildLock(task.content_hash);
-  std::lock_guard lock(*buildLock);
+  const BuildLock lock(task.content_hash, root);
+  if (!lock.status()) return lock.status().error();
   if (fs::exists(done / ".built")) return done;
   auto common = ensureCommonHarnessBuild(task, env);
   if (!common) return common.error();
   std::error_code ec;
   const fs::path tmp = root / ("trusted.tmp-" + randomHex(6));
-  fs::create_directories(root, ec);
   if (auto s = assemblePristineWorkspace(task, env.tasks_root, tmp); !s) return s.error();
   std::vector<std::string> cmds = task.build_reference;
   cmds.insert(cmds.end(), task.build_candidate.begin(), task.build_candidate.end());

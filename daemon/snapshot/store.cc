@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "common/file_lock.h"
 #include "common/durable_file.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -69,20 +70,6 @@ class TempFile {
   fs::path path_;
 };
 
-class StoreLock {
- public:
-  Status acquire(const fs::path& root, int op) {
-    fd_.reset(::open((root / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (!fd_.valid()) return errnoError("cannot open the snapshot store lock in " + root.string());
-    while (::flock(fd_.get(), op) != 0)
-      if (errno != EINTR) return errnoError("cannot lock the snapshot store " + root.string());
-    return {};
-  }
-
- private:
-  UniqueFd fd_;  // closing it releases the lock
-};
-
 // Moves a written archive (synced, in tmp/) under its hash unless a sound copy is there, and
 // writes the manifest beside it: archive first, so a crash leaves no manifest without its
 // archive.
@@ -128,8 +115,8 @@ Status SnapshotStore::ensureLayout() {
 
 Result<Manifest> SnapshotStore::add(const fs::path& workspace, const CreateOptions& options, const nlohmann::json& metadata) {
   if (auto s = ensureLayout(); !s) return s.error();
-  StoreLock lock;
-  if (auto s = lock.acquire(root_, LOCK_SH); !s) return s.error();
+  FileLock lock;
+  if (auto s = lock.acquire(root_ / ".lock", LOCK_SH); !s) return s.error();
 
   TempFile archiveTmp;
   if (auto s = archiveTmp.create(root_ / "tmp", ".tar.zst"); !s) return s.error();
@@ -188,8 +175,8 @@ std::vector<Manifest> SnapshotStore::list() {
 
 Result<GcReport> SnapshotStore::gc(const std::set<std::string>& referenced) {
   if (auto s = ensureLayout(); !s) return s.error();
-  StoreLock lock;
-  if (auto s = lock.acquire(root_, LOCK_EX); !s) return s.error();
+  FileLock lock;
+  if (auto s = lock.acquire(root_ / ".lock", LOCK_EX); !s) return s.error();
   GcReport report;
   std::error_code ec;
   // With the exclusive lock held no add() is running: every temporary file is a crash leftover.
@@ -231,8 +218,8 @@ Result<Manifest> SnapshotStore::importVerified(const fs::path& archive, const st
   if (m->archive_sha256 != h)
     return Error{"the manifest beside " + archive.string() + " names " + m->archive_sha256 + ", not " + h, 0};
   if (auto s = ensureLayout(); !s) return s.error();
-  StoreLock lock;
-  if (auto s = lock.acquire(root_, LOCK_SH); !s) return s.error();
+  FileLock lock;
+  if (auto s = lock.acquire(root_ / ".lock", LOCK_SH); !s) return s.error();
   TempFile tmp;
   if (auto s = tmp.create(root_ / "tmp", ".tar.zst"); !s) return s.error();
   {

@@ -305,8 +305,11 @@ class SafeFilesTest : public ::testing::Test {
     ss << in.rdbuf();
     return ss.str();
   }
-  Result<std::unique_ptr<DaemonProcess>> start(const fs::path& socket, const fs::path& state) {
-    return DaemonProcess::start({socket, state, writeFakeTasks(dir_.path())}, {"--workers", "0", "--gpus", "none"});
+  Result<std::unique_ptr<DaemonProcess>> start(const fs::path& socket, const fs::path& state,
+                                               const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--workers", "0", "--gpus", "none"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return DaemonProcess::start({socket, state, writeFakeTasks(dir_.path())}, args);
   }
   TempDir dir_;
   fs::path victim_;
@@ -329,6 +332,31 @@ TEST_F(SafeFilesTest, AStateDirUnderAFolderOthersCanWriteIsRefused) {
   auto d = start(dir_ / "run" / "akad.sock", open / "state");
   ASSERT_FALSE(d);
   EXPECT_NE(d.error().message.find("can be written by users other than its owner"), std::string::npos) << d.error().message;
+}
+
+// A trusted cache a user made (or could swap) would let them plant the binaries that time and
+// check every candidate.
+TEST_F(SafeFilesTest, ATrustedCacheAnotherUserOwnsOrOthersCanWriteIsRefused) {
+  const fs::path theirs = dir_ / "their-cache";
+  fs::create_directories(theirs);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  auto d = start(dir_ / "run" / "akad.sock", dir_ / "state", {"--trusted-cache", theirs.string()});
+  ASSERT_FALSE(d) << "akad started on a trusted cache uid 65534 owns";
+  EXPECT_NE(d.error().message.find("refusing --trusted-cache"), std::string::npos) << d.error().message;
+  EXPECT_TRUE(fs::is_empty(theirs)) << "akad wrote into the refused cache";
+
+  const fs::path open = dir_ / "open-cache";
+  fs::create_directories(open);
+  ::chmod(open.c_str(), 0777);
+  auto o = start(dir_ / "run2" / "akad.sock", dir_ / "state2", {"--trusted-cache", open.string()});
+  ASSERT_FALSE(o) << "akad started on a trusted cache anyone can write";
+  EXPECT_NE(o.error().message.find("can be written by users other than its owner"), std::string::npos)
+      << o.error().message;
+
+  // Its own, made by akad: accepted.
+  auto ok = start(dir_ / "run3" / "akad.sock", dir_ / "state3", {"--trusted-cache", (dir_ / "mine").string()});
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(fs::status(dir_ / "mine").permissions() & fs::perms::all, fs::perms::owner_all);
 }
 
 TEST_F(SafeFilesTest, ASocketInAWorldWritableFolderIsRefused) {

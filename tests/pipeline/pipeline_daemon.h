@@ -96,8 +96,12 @@ inline double isoSeconds(const std::string& iso) { return parseIsoTimeUtc(iso).v
 class PipelineDaemon {
  public:
   enum class Timing { Task, Quick };
-  explicit PipelineDaemon(const std::string& tag, Timing timing = Timing::Task)
-      : parent_("akad-test-" + tag + "-" + std::to_string(::getpid())) {
+  // Every daemon of a test run shares one trusted cache (akad --trusted-cache, locked across
+  // processes), so a task version is built once a run rather than once a test. A daemon whose
+  // test looks at its own builds (Own), or that runs its sandboxes as other uids, keeps its own.
+  enum class Cache { Shared, Own };
+  explicit PipelineDaemon(const std::string& tag, Timing timing = Timing::Task, Cache cache = Cache::Shared)
+      : parent_("akad-test-" + tag + "-" + std::to_string(::getpid())), cache_(cache) {
     paths_ = {dir_ / "akad.sock", dir_ / "state",
               timing == Timing::Quick ? quickTimedTasks(dir_ / "tasks") : fs::path(AKAD_TEST_TASKS_DIR)};
   }
@@ -118,6 +122,13 @@ class PipelineDaemon {
     if (std::find(extraArgs.begin(), extraArgs.end(), "--workers") == extraArgs.end()) {
       args.push_back("--workers");
       args.push_back("1");
+    }
+    const auto given = [&](const char* flag) {
+      return std::find(extraArgs.begin(), extraArgs.end(), flag) != extraArgs.end();
+    };
+    if (cache_ == Cache::Shared && !given("--trusted-cache") && !given("--sandbox-uid")) {
+      args.push_back("--trusted-cache");
+      args.push_back(AKAD_TEST_TRUSTED_CACHE);
     }
     args.insert(args.end(), extraArgs.begin(), extraArgs.end());
     auto d = DaemonProcess::start(paths_, args);
@@ -191,6 +202,7 @@ class PipelineDaemon {
   TempDir dir_;
   DaemonProcess::Paths paths_;
   std::string parent_;
+  Cache cache_;
   std::unique_ptr<DaemonProcess> daemon_;
 };
 

@@ -37,7 +37,8 @@ using namespace std::chrono_literals;
 class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new PipelineDaemon("suite", PipelineDaemon::Timing::Quick);
+    // Its own trusted builds: the suite test counts them.
+    daemon_ = new PipelineDaemon("suite", PipelineDaemon::Timing::Quick, PipelineDaemon::Cache::Own);
     daemon_->start();
   }
   static void TearDownTestSuite() {

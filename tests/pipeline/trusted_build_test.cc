@@ -2,6 +2,7 @@
 // the task start together, and builds of different tasks at the same time.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -115,6 +116,26 @@ TEST_F(TrustedBuildTest, DifferentTasksBuildAtOnceAndEachTaskBuildsOnce) {
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(*again, dirs[0]);
   EXPECT_EQ(buildsOf("alpha"), 1);
+}
+
+// Daemons that share a cache (akad --trusted-cache) are other processes: the build is locked
+// across them too.
+TEST_F(TrustedBuildTest, TwoProcessesSharingTheCacheBuildATaskOnce) {
+  const Task a = makeTask("alpha");
+  const ScoringEnvironment env = environment();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto r = ensureTrustedBuild(a, env);
+    ::_exit(r ? 0 : 1);
+  }
+  auto r = ensureTrustedBuild(a, env);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the other process's build failed";
+  EXPECT_EQ(buildsOf("alpha"), 1) << "two processes built one task version twice";
+  EXPECT_EQ(buildsOf("common"), 1);
 }
 
 // The harness's own objects are built once per harness version and reach every task's trusted
