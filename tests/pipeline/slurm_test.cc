@@ -221,7 +221,12 @@ TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScor
   PipelineDaemon& d = *daemon_;
   // An agent that outlives the time Slurm takes to see the node gone (about 30 s here): a
   // quick attempt could finish before the node is marked down, and nothing would be requeued.
-  const std::string run = d.submit({"cpu/softmax", "--agent-command", "sleep 90"});
+  // It works until 90 s after the submission, so the requeued run waits only what is left of
+  // that instead of 90 s again.
+  const std::string until = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch()).count() + 90);
+  const std::string run = d.submit({"cpu/softmax", "--agent-command",
+                                    "left=$((" + until + " - $(date +%s))); if [ $left -gt 0 ]; then sleep $left; fi"});
   // Until the node runs the attempt's stages.
   std::string job;
   for (int i = 0; i < 240; ++i) {
