@@ -76,6 +76,9 @@ void addOptions(CLI::App& app, DaemonOptions& o) {
   app.add_option("--slurm-partition", o.slurm.partition, "Slurm: partition (default: the cluster's)");
   app.add_option("--slurm-account", o.slurm.account, "Slurm: account (default: the submitting user's)");
   app.add_option("--slurm-qos", o.slurm.qos, "Slurm: quality of service");
+  app.add_option("--slurm-node-cache", o.slurm.node_cache,
+                 "Slurm: an absolute path on every node where it keeps trusted builds across jobs (each build made "
+                 "once per node; default: each job builds afresh)");
   app.add_option("--slurm-gres", o.slurm.gres, "Slurm: the gres a GPU task asks one of (gpu, gpu:h200, ...)")
       ->capture_default_str();
   app.add_option("--slurm-time-limit", o.slurm.time_limit_min, "Slurm: job time limit in minutes (0: the partition's)")
@@ -126,6 +129,8 @@ Result<std::optional<slurm::SlurmConfig>> checkSlurm(const DaemonOptions& o) {
   std::error_code ec;
   fs::create_directories(o.slurmShared, ec);
   if (ec) return Error{"--slurm-shared " + o.slurmShared + ": " + ec.message()};
+  if (!o.slurm.node_cache.empty() && !o.slurm.node_cache.is_absolute())
+    return Error{"--slurm-node-cache " + o.slurm.node_cache.string() + ": must be an absolute path (the same on every node)"};
   slurm::SlurmConfig c = o.slurm;
   c.shared = fs::absolute(o.slurmShared);
   c.node_program = !o.slurmNodeProgram.empty() ? fs::path(o.slurmNodeProgram) : companionProgram("akad-node", "daemon");

@@ -27,6 +27,7 @@
 #include "common/durable_file.h"
 #include "common/log.h"
 #include "common/time_text.h"
+#include "common/trusted_dir.h"
 #include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/attempt.h"
 #include "daemon/pipeline/attempt_setup.h"
@@ -110,6 +111,15 @@ Result<AttemptSetup> nodeSetup(const slurm::AttemptJobSpec& spec, const fs::path
   setup.attempts_dir = work / "attempts";
   setup.tasks_def_root = defRoot;
   setup.trusted_cache = work / "tasks";
+  if (!spec.node_cache.empty()) {
+    // Kept across jobs, so checked like akad's own --trusted-cache: it holds the binaries that
+    // time and check candidates (builds in it are locked across the node's jobs).
+    setup.trusted_cache = spec.node_cache;
+    if (::mkdir(spec.node_cache.c_str(), 0700) != 0 && errno != EEXIST)
+      return errnoError("cannot create the node cache " + spec.node_cache);
+    if (auto s = checkTrustedDirectory(spec.node_cache); !s)
+      return Error{"refusing the node cache " + spec.node_cache + ": " + s.error().message};
+  }
   setup.images_dir = spec.images_dir;
   setup.akacheck = spec.akacheck;
   setup.allow_agent_network = spec.allow_agent_network;

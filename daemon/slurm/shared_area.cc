@@ -36,7 +36,8 @@ json toJson(const AttemptJobSpec& s) {
           {"workspace_inodes", s.workspace_inodes},
           {"sandbox_uid", s.sandbox_uid},
           {"sandbox_gid", s.sandbox_gid},
-          {"candidate_uid", s.candidate_uid}};
+          {"candidate_uid", s.candidate_uid},
+          {"node_cache", s.node_cache}};
 }
 
 Result<AttemptJobSpec> specFromJson(const json& j) {
@@ -57,6 +58,8 @@ Result<AttemptJobSpec> specFromJson(const json& j) {
     s.sandbox_uid = j.at("sandbox_uid").get<uid_t>();
     s.sandbox_gid = j.at("sandbox_gid").get<gid_t>();
     s.candidate_uid = j.at("candidate_uid").get<uid_t>();
+    s.node_cache = j.value("node_cache", std::string());  // absent in a spec of an older front end
+    if (!s.node_cache.empty() && s.node_cache.front() != '/') return Error{"the job's node cache is not an absolute path"};
     if (s.task_id.find('/') == std::string::npos || s.task_hash.empty() || s.task_hash.find('/') != std::string::npos)
       return Error{"the job's task is malformed"};
     return s;

@@ -48,6 +48,7 @@ struct AttemptJobSpec {
   uid_t sandbox_uid = 0;
   gid_t sandbox_gid = 0;
   uid_t candidate_uid = 0;  // 0: the sandbox uid
+  std::string node_cache;   // trusted builds kept on the node across jobs; empty: per job
 };
 
 nlohmann::json toJson(const AttemptJobSpec& spec);

@@ -122,6 +122,7 @@ SlurmJobInput SlurmExecutor::inputFor(const AttemptExecution& e) const {
   in.spec.sandbox_gid = setup_.sandbox_gid;
   // The attempt's own uid, unique among every attempt this front end runs, on any node.
   if (e.candidate_uid) in.spec.candidate_uid = *e.candidate_uid;
+  in.spec.node_cache = config_.node_cache.string();
   in.needs_gpu = e.task.gpu;
   in.memory_bytes = e.task.limits.memory_bytes;
   if (account_of_) in.account = account_of_(static_cast<uid_t>(e.run.submitterUid));

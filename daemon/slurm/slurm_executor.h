@@ -37,6 +37,9 @@ struct SlurmConfig {
   std::string gres = "gpu";            // a GPU task asks for --gres=<gres>:1
   int time_limit_min = 0;              // 0: the partition's default
   double poll_interval_s = 1.0;
+  // Where each node keeps trusted builds across jobs (akad --slurm-node-cache); empty: every job
+  // builds its task version afresh in its own work folder.
+  std::filesystem::path node_cache;
 };
 
 struct SlurmJobInput {

@@ -125,6 +125,17 @@ TEST(SlurmSpec, RoundTripsAndRefusesMalformedSpecs) {
   bad.erase("agent");
   EXPECT_FALSE(specFromJson(bad));
   EXPECT_FALSE(specFromJson(nlohmann::json::array()));
+  // The node cache: carried, absent in an older front end's spec (per job), never relative.
+  s.node_cache = "/var/cache/akad-node";
+  back = specFromJson(toJson(s));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->node_cache, "/var/cache/akad-node");
+  bad = toJson(s);
+  bad.erase("node_cache");
+  ASSERT_TRUE(specFromJson(bad));
+  EXPECT_TRUE(specFromJson(bad)->node_cache.empty());
+  bad["node_cache"] = "cache";
+  EXPECT_FALSE(specFromJson(bad)) << "a relative node cache would be relative to wherever the job runs";
   nlohmann::json noCommand = agentToJson(adHocAgent("true", 5));
   noCommand["command"] = nlohmann::json::array();
   EXPECT_FALSE(agentFromJson(noCommand));

@@ -108,11 +108,14 @@ class SlurmExecutorTest : public ::testing::Test {
     ASSERT_TRUE(cluster_->ok()) << cluster_->why();
     daemon_ = std::make_unique<PipelineDaemon>("slurm", PipelineDaemon::Timing::Quick);
     shared_ = daemon_->scratch("shared");
+    nodeCache_ = daemon_->scratch("node-cache");
     daemon_->start(daemonArgs());
   }
   // Three attempts in Slurm at once: the node runs two (2 CPUs), so a third waits in its queue.
+  // The two nodes share this machine, so they share one node cache too (locked across jobs).
   std::vector<std::string> daemonArgs() const {
-    return {"--executor", "slurm", "--slurm-shared", shared_.string(), "--workers", "3"};
+    return {"--executor", "slurm", "--slurm-shared", shared_.string(), "--workers", "3",
+            "--slurm-node-cache", nodeCache_.string()};
   }
   void TearDown() override {
     if (!daemon_) return;
@@ -129,7 +132,7 @@ class SlurmExecutorTest : public ::testing::Test {
 
   std::unique_ptr<TestCluster> cluster_;
   std::unique_ptr<PipelineDaemon> daemon_;
-  fs::path shared_;
+  fs::path shared_, nodeCache_;
 };
 
 // The events of one attempt, oldest first.
@@ -194,6 +197,15 @@ TEST_F(SlurmExecutorTest, EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTh
 
   // One job per node at a time (one CPU each): Slurm used both nodes.
   EXPECT_EQ(nodes, (std::set<std::string>{"akadnode1", "akadnode2"}));
+  // The jobs kept their trusted builds in the node cache: one per task version, and one build
+  // of the harness's shared objects for them all.
+  int harnessBuilds = 0, trustedBuilds = 0;
+  for (const auto& e : fs::directory_iterator(nodeCache_)) {
+    if (e.path().filename().string().rfind("harness-", 0) == 0) harnessBuilds += fs::exists(e.path() / "common" / ".built");
+    else trustedBuilds += fs::exists(e.path() / "trusted" / ".built");
+  }
+  EXPECT_EQ(harnessBuilds, 1);
+  EXPECT_EQ(trustedBuilds, static_cast<int>(cpuTasks));
   // The run's report is the local executor's in kind: everything compiled and correct, faster.
   const json report = d.ctlJson({"report", run}).at("report");
   EXPECT_EQ(report.at("compile_rate"), 1.0) << report.dump();
