@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -32,15 +34,27 @@ class AkaDaemonTest : public ::testing::Test {
     std::ofstream(checkout_ / ".git/HEAD") << "ref: refs/heads/main\n";
     std::ofstream(checkout_ / ".git/refs/heads/main") << kCommit << "\n";
     paths_ = {dir_ / "run/akad.sock", dir_ / "state", writeFakeTasks(dir_.path())};
-    auto d = DaemonProcess::start(paths_, {"--socket-group", "nogroup"});
+    startDaemon({});
+  }
+  // Its sandboxes under a cgroup parent of the test's own.
+  void startDaemon(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"--socket-group", "nogroup", "--cgroup-parent", parent_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto d = DaemonProcess::start(paths_, args);
     ASSERT_TRUE(d) << d.error().message;
     daemon_ = std::move(*d);
   }
+  // A daemon that stops takes its mount templates and its sandboxes' cgroups with it.
   void TearDown() override {
-    if (!daemon_) return;
-    pid_t pid = daemon_->pid();
-    daemon_.reset();
-    EXPECT_FALSE(processExists(pid)) << "akad " << pid << " outlived its test";
+    if (daemon_) {
+      pid_t pid = daemon_->pid();
+      EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->log();
+      daemon_.reset();
+      EXPECT_FALSE(processExists(pid)) << "akad " << pid << " outlived its test";
+    }
+    for (const std::string& m : mountsUnder(paths_.stateDir)) ADD_FAILURE() << "left mounted: " << m;
+    for (const fs::path& c : cgroupsUnder(parent_)) ADD_FAILURE() << "cgroup left behind: " << c;
+    for (const fs::path& p : cgroupParentDirs(parent_)) ::rmdir(p.c_str());
   }
   CommandResult ctl(const std::vector<std::string>& args) { return akactl(paths_.socket, args); }
   json ctlJson(const std::vector<std::string>& args) {
@@ -58,6 +72,7 @@ class AkaDaemonTest : public ::testing::Test {
   TempDir dir_;
   fs::path checkout_ = dir_ / "AgentKernelArena";
   DaemonProcess::Paths paths_;
+  std::string parent_ = "akad-test-aka-" + std::to_string(::getpid());
   std::unique_ptr<DaemonProcess> daemon_;
 };
 
@@ -135,10 +150,9 @@ TEST_F(AkaDaemonTest, OnlyAnAdminMayImport) {
 }
 
 TEST_F(AkaDaemonTest, ValidationSideBySideAnswersEveryTaskOnceInTheUsualOrder) {
-  daemon_.reset();  // validation needs an executor
-  auto d = DaemonProcess::start(paths_, {"--socket-group", "nogroup", "--workers", "1"});
-  ASSERT_TRUE(d) << d.error().message;
-  daemon_ = std::move(*d);
+  ASSERT_EQ(daemon_->stop(SIGTERM), 0);  // validation needs an executor
+  daemon_.reset();
+  startDaemon({"--workers", "1"});
   ctlJson({"tasks", "import", "aka", checkout_.string(), "--platform", "nvidia", "--select", "triton2triton/vllm"});
   // Two imported tasks (validated side by side, on one GPU where there is one) and a native
   // task (alone, after them), asked in an order that mixes them.

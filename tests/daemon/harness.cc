@@ -224,4 +224,17 @@ std::vector<fs::path> cgroupsUnder(const std::string& parent) {
   return out;
 }
 
+std::vector<std::string> mountsUnder(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  const std::string prefix = dir.string();
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point.rfind(prefix, 0) == 0) out.push_back(id + " " + point);
+  }
+  return out;
+}
+
 }  // namespace akad::test

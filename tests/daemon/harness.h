@@ -112,4 +112,8 @@ std::vector<fs::path> cgroupParentDirs(const std::string& parent);
 // Cgroups left under those directories.
 std::vector<fs::path> cgroupsUnder(const std::string& parent);
 
+// Mounts in this (the host's) mount namespace at or under `dir`, as "ID PATH": the daemon's
+// mount templates are binds of namespace files there, and the ID tells a remade one apart.
+std::vector<std::string> mountsUnder(const fs::path& dir);
+
 }  // namespace akad::test

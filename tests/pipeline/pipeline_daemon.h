@@ -53,21 +53,6 @@ inline std::vector<pid_t> processesMentioning(const std::string& marker) {
   return out;
 }
 
-// Mounts in this (the host's) mount namespace at or under `dir`, as "ID PATH": the daemon's
-// mount templates are binds of namespace files there, and the ID tells a remade one apart.
-inline std::vector<std::string> mountsUnder(const fs::path& dir) {
-  std::vector<std::string> out;
-  std::istringstream in(readFile("/proc/self/mountinfo"));
-  const std::string prefix = dir.string();
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    fields >> id >> parent >> dev >> root >> point;
-    if (point.rfind(prefix, 0) == 0) out.push_back(id + " " + point);
-  }
-  return out;
-}
-
 // A copy of the repository's tasks into `dest` whose timing plans make 10 x 2 timed calls per
 // configuration instead of 30 x 3 (CPU) or 200 x 2 (GPU); everything else, the harnesses and the
 // scorer's rules (fresh inputs, verified calls, overhead calibration) are the same. For tests
