@@ -53,10 +53,7 @@ Result<json> compileGate(const GateRunner& g, const Task& task, const fs::path& 
   build.binds.push_back({trusted, "/trusted", false});
   build.env["AKA_TRUSTED"] = "/trusted";
   // The harness's shared objects, which the trusted build linked (ensureCommonHarnessBuild).
-  if (!common.empty()) {
-    build.binds.push_back({common, "/common", false});
-    build.env["AKA_COMMON"] = "/common";
-  }
+  bindCommonHarness(build, common);
   build.command = {"/bin/sh", "-c", shellJoin(task.build_candidate)};
   auto compiled = g.run(build);
   if (!compiled) return compiled.error();

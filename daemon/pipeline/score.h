@@ -65,6 +65,10 @@ Result<std::filesystem::path> ensureTrustedBuild(const Task& task, const Scoring
 // $AKA_COMMON; empty when the harness has none.
 Result<std::filesystem::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnvironment& env);
 
+// Gives a build sandbox that shared build (read-only, at $AKA_COMMON); nothing when `common` is
+// empty.
+void bindCommonHarness(SandboxRequest& request, const std::filesystem::path& common);
+
 // Scores a candidate tree in workDir (created, must not exist). Gate failures are results,
 // not errors; an Error means the scorer itself could not work (the attempt is marked failed).
 Result<nlohmann::json> scoreCandidate(const Task& task, const std::filesystem::path& candidateTree,

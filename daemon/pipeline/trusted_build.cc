@@ -105,10 +105,7 @@ Result<SandboxOutcome> runBuildSandbox(const Task& task, const ScoringEnvironmen
   r.wall_s = 2 * task.limits.compile_s;
   r.binds = env.image.binds;
   r.env = env.image.env;
-  if (!common.empty()) {
-    r.binds.push_back({common, kCommonMount, false});
-    r.env["AKA_COMMON"] = kCommonMount;
-  }
+  bindCommonHarness(r, common);
   r.command = {"/bin/sh", "-c", shellJoin(commands)};
   r.stdout_file = log;
   r.stderr_file = log;
@@ -126,6 +123,12 @@ Status publishBuild(const fs::path& tmp, const fs::path& done, const std::string
 }
 
 }  // namespace
+
+void bindCommonHarness(SandboxRequest& request, const fs::path& common) {
+  if (common.empty()) return;
+  request.binds.push_back({common, kCommonMount, false});
+  request.env["AKA_COMMON"] = kCommonMount;
+}
 
 Result<fs::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnvironment& env) {
   if (!sharesCommonObjects(task, env.tasks_root)) return fs::path();
