@@ -192,55 +192,67 @@ def verdict_line(path):
 
 
 def summary(work, tasks):
-    us = lambda ns: ns / 1e3
     for task in tasks:
         tid = task.replace("/", "-")
-        base, sol = reports(work, f"{tid}-perf-baseline-*"), reports(work, f"{tid}-perf-candidate-*")
-        try:
-            cmp = json.load(open(f"{work}/{tid}-compare.json"))
-        except (OSError, ValueError):
-            cmp = {}
-        old_b, old_s = old_harness(f"{work}/{tid}-baseline"), old_harness(f"{work}/{tid}-solution")
         print(f"\n{task}: check baseline {verdict(work, tid + '-check-baseline')}, "
               f"solution {verdict(work, tid + '-check-solution')}")
-        for name in base:
-            b, s = base[name], sol.get(name)
-            overhead = median(b["empty"])
-            print(f"  {name}: overhead (empty calls) {us(overhead):.1f} us, IQR "
-                  f"{us(statistics.quantiles(b['empty'], n=4)[2] - statistics.quantiles(b['empty'], n=4)[0]) if len(b['empty']) > 3 else float('nan'):.1f} us"
-                  f" over {len(b['empty'])} empty windows")
-            rows = [("baseline", b), ("solution", s)]
-            nets = {}
-            for who, d in rows:
-                if not d:
-                    print(f"    {who}: no perf report")
-                    continue
-                net = [x - overhead for x in d["samples"]]
-                nets[who] = median(net)
-                print(f"    {who:8s} raw {us(median(d['samples'])):8.1f} us  net {us(median(net)):8.1f} us  "
-                      f"in-process {us(median(d['inproc'])):8.1f} us  after done {us(median(d['tail'])):6.1f} us  "
-                      f"CV raw {cv(d['samples']):.3f} net {cv(net):.3f}  n={len(d['samples'])} kept={d['kept']}")
-            c = cmp.get(name, {})
-            line = "    speedup: driver net "
-            line += f"{nets['baseline'] / nets['solution']:.2f}x" if len(nets) == 2 else "?"
-            if base[name]["samples"] and s:
-                line += f", driver raw {median(b['samples']) / median(s['samples']):.2f}x"
-            if c:
-                line += (f"; do_bench {c['dobench_baseline_us']:.1f} / {c['dobench_solution_us']:.1f} us = "
-                         f"{c['dobench_baseline_us'] / c['dobench_solution_us']:.2f}x")
-            if name in old_b and name in old_s:
-                line += f"; old harness {us(old_b[name]):.1f} / {us(old_s[name]):.1f} us = {old_b[name] / old_s[name]:.2f}x"
-            print(line)
-            if c:
-                print(f"    generate: CPU {c['generate_cpu_ms']:.0f} ms, GPU {c['generate_gpu_ms']:.2f} ms per call")
-        for a in ("a1-side-stream", "a2-side-stream-unsynced", "b-deferred"):
-            if not os.path.exists(f"{work}/{tid}-check-{a}.driver.log"):
+        for pre, mode in (("perf", "queued"), ("sync", "synced")):
+            if glob.glob(f"{work}/{tid}-{pre}-baseline-*/report.json"):
+                print(f"  -- {mode} windows")
+                perf_summary(work, tid, pre)
+        attack_summary(work, tid)
+
+
+def perf_summary(work, tid, pre):
+    us = lambda ns: ns / 1e3
+    base, sol = reports(work, f"{tid}-{pre}-baseline-*"), reports(work, f"{tid}-{pre}-candidate-*")
+    try:
+        cmp = json.load(open(f"{work}/{tid}-compare.json"))
+    except (OSError, ValueError):
+        cmp = {}
+    old_b, old_s = old_harness(f"{work}/{tid}-baseline"), old_harness(f"{work}/{tid}-solution")
+    for name in base:
+        b, s = base[name], sol.get(name)
+        overhead = median(b["empty"])
+        print(f"  {name}: overhead (empty calls) {us(overhead):.1f} us, IQR "
+              f"{us(statistics.quantiles(b['empty'], n=4)[2] - statistics.quantiles(b['empty'], n=4)[0]) if len(b['empty']) > 3 else float('nan'):.1f} us"
+              f" over {len(b['empty'])} empty windows")
+        rows = [("baseline", b), ("solution", s)]
+        nets = {}
+        for who, d in rows:
+            if not d:
+                print(f"    {who}: no perf report")
                 continue
-            r = reports(work, f"{tid}-perf-{a}-0")
-            times = ", ".join(f"{n}: raw {us(median(d['samples'])):.1f} us, in-process {us(median(d['inproc'])):.1f} us, "
-                              f"after done {us(median(d['tail'])):.1f} us" for n, d in r.items())
-            print(f"  attack {a}: check {verdict(work, tid + '-check-' + a)}; perf kept calls "
-                  f"{verdict(work, tid + '-perf-' + a + '-0')}; {times or 'no perf report'}")
+            net = [x - overhead for x in d["samples"]]
+            nets[who] = median(net)
+            print(f"    {who:8s} raw {us(median(d['samples'])):8.1f} us  net {us(median(net)):8.1f} us  "
+                  f"in-process {us(median(d['inproc'])):8.1f} us  after done {us(median(d['tail'])):6.1f} us  "
+                  f"CV raw {cv(d['samples']):.3f} net {cv(net):.3f}  n={len(d['samples'])} kept={d['kept']}")
+        c = cmp.get(name, {})
+        line = "    speedup: driver net "
+        line += f"{nets['baseline'] / nets['solution']:.2f}x" if len(nets) == 2 else "?"
+        if base[name]["samples"] and s:
+            line += f", driver raw {median(b['samples']) / median(s['samples']):.2f}x"
+        if c:
+            line += (f"; do_bench {c['dobench_baseline_us']:.1f} / {c['dobench_solution_us']:.1f} us = "
+                     f"{c['dobench_baseline_us'] / c['dobench_solution_us']:.2f}x")
+        if name in old_b and name in old_s:
+            line += f"; old harness {us(old_b[name]):.1f} / {us(old_s[name]):.1f} us = {old_b[name] / old_s[name]:.2f}x"
+        print(line)
+        if c:
+            print(f"    generate: CPU {c['generate_cpu_ms']:.0f} ms, GPU {c['generate_gpu_ms']:.2f} ms per call")
+
+
+def attack_summary(work, tid):
+    us = lambda ns: ns / 1e3
+    for a in ("a1-side-stream", "a2-side-stream-unsynced", "b-deferred"):
+        if not os.path.exists(f"{work}/{tid}-check-{a}.driver.log"):
+            continue
+        r = reports(work, f"{tid}-perf-{a}-0")
+        times = ", ".join(f"{n}: raw {us(median(d['samples'])):.1f} us, in-process {us(median(d['inproc'])):.1f} us, "
+                          f"after done {us(median(d['tail'])):.1f} us" for n, d in r.items())
+        print(f"  attack {a}: check {verdict(work, tid + '-check-' + a)}; perf kept calls "
+              f"{verdict(work, tid + '-perf-' + a + '-0')}; {times or 'no perf report'}")
 
 
 def main(argv):

@@ -182,6 +182,10 @@ Result<DrivenRun> GateRunner::runDriven(const std::string& who, const fs::path& 
   worker.binds.push_back({programDir, "/candidate", false});
   worker.binds.push_back({channel, "/channel", false});
   worker.env["OMP_WAIT_POLICY"] = "PASSIVE";  // spinning idle threads would blur the CPU accounting
+  // GPU harnesses queue a window's calls back to back: with one hardware queue, calls that the
+  // candidate puts on streams of its own cannot run side by side (docs/scoring.md). Set before
+  // the worker starts, so code of the candidate's that runs before the loader's main sees it too.
+  worker.env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1";
   worker.command = {"/candidate/runner", "serve", "--channel", "/channel/socket"};
 
   if (env_.canceller && env_.canceller->cancelled()) return Error{"cancelled"};

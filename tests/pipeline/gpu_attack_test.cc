@@ -133,6 +133,27 @@ extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
 )"));
 }
 
+// Puts each call on the next of four non-blocking streams and returns without waiting, so that
+// a queued window's calls could run side by side and be timed as less than their sum; the
+// worker's context has one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) and the window's time
+// is the driver's.
+TEST_F(GpuAttackTest, HipCallsSpreadOverStreamsOfTheirOwnEarnNothing) {
+  expectNoCredit(submitHip(R"(namespace {
+hipStream_t nextStream() {
+  static hipStream_t s[4] = {};
+  static unsigned i = 0;
+  if (!s[0])
+    for (hipStream_t& t : s) (void)hipStreamCreateWithFlags(&t, hipStreamNonBlocking);
+  return s[i++ % 4];
+}
+}  // namespace
+extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
+  const int block = 128;
+  hipLaunchKernelGGL(softmaxRowPerThread, dim3((rows + block - 1) / block), dim3(block), 0, nextStream(), x, y, rows, cols);
+}
+)"));
+}
+
 // Memoises outputs by 64 sampled input values and the shape, and answers a repeated input with a
 // device-to-device copy: fresh inputs for every call leave it nothing to hit.
 TEST_F(GpuAttackTest, HipCachingOutputsByInputContentEarnsNothing) {

@@ -55,8 +55,10 @@ enum Command : uint32_t {
 enum WorkerStatus : uint32_t { kOk = 0, kFailed = 1 };
 
 // Header::window: this call opens a window (its pool's descriptor follows on the socket) and/or
-// closes it (the worker unmaps the pool after done).
-enum WindowFlags : uint32_t { kWindowOpen = 1, kWindowClose = 2 };
+// closes it (the worker unmaps the pool after done). kWindowQueued (GPU harnesses): the worker
+// says done as soon as the call is launched and synchronises its device only at the window's
+// last call, so the window's calls run back to back on the GPU (docs/scoring.md "GPU harnesses").
+enum WindowFlags : uint32_t { kWindowOpen = 1, kWindowClose = 2, kWindowQueued = 4 };
 
 // The region's first page. go and done sit on cache lines of their own so that the side that
 // spins on one does not slow the side that writes the other.

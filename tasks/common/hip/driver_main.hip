@@ -28,9 +28,11 @@
 //     device memory (L2), synchronise; the worker primes (kPrime: 100 us of its own GPU work, so the GPU runs its
 //     context when the clock starts);
 //   T0; send the pool's descriptor; per call: name its set and output set in the header, go;
-//     the worker (mapping the pool at the first) calls the kernel, synchronises its device and
-//     says done; the driver queues a read of random pieces of that output on a copy engine
-//     (Sample); after the last call, the pieces are in: T1. The sample is (T1 - T0) / calls.
+//     the worker (mapping the pool at the first) launches the kernel and says done; at the
+//     window's last call it synchronises its whole device before done (queued windows; with
+//     AKA_WINDOW=synced it does so at every call); the driver then queues a read of random
+//     pieces of every call's output on a copy engine (Sample); when they are in: T1. The
+//     sample is (T1 - T0) / calls.
 // Then per call a coin from getrandom decides whether the output is kept: it is downloaded,
 // held against the pieces (an output that changed after done is the worker's fault) and written
 // (untimed), and after the worker has gone the reference's answer for its seed is written
@@ -509,10 +511,11 @@ class GpuDriver {
   // back in the worker's context: a switch between the two processes' contexts costs about
   // 140 us on an H200 and would otherwise sit inside the window. Timed, from T0: the pool's
   // descriptor goes to the worker, which maps it with the first call; then per call the driver
-  // names the set and the output set in the header, says go, and on done queues the read of
-  // random pieces of that output on a copy engine (which needs no context switch); the window
-  // ends when the last call is done and the last pieces are in host memory: T1. Returns the
-  // window's time per call; `inproc` gets the worker's own times.
+  // names the set and the output set in the header and says go; the worker launches the call
+  // and says done (queued; the last call's done comes after the worker's device is idle). Then
+  // the driver queues the read of random pieces of every output on a copy engine (which needs
+  // no context switch); the window ends when they are in host memory: T1. Returns the window's
+  // time per call; `inproc` gets the worker's own times.
   int64_t runWindow(akachan::Header& h, Window& w, const Config& config, const TensorSet& layoutSet,
                     const SharedLayout& inLayout, const std::vector<DeviceSet>& outSets, std::vector<Sample>& samples,
                     std::vector<uint64_t>& inproc, bool check) {
@@ -530,18 +533,25 @@ class GpuDriver {
       ~Closer() { close(fd); }
     } closer{fd};
     for (size_t j = 0; j < w.calls.size(); ++j) samples[j].draw(outSets[j], pinned_.data() + j * Sample::kHostBytes);
+    h.window = 0;
     signal(h, akachan::kPrime);
     const auto t0 = Clock::now();
     akachan::sendMessage(sock_, json{{"type", "pool"}, {"size", pool.size()}, {"sets", w.calls.size() * m},
                                      {"stride", inLayout.bytes}, {"offsets", inLayout.inputs}}.dump(), fd);
-    for (size_t j = 0; j < w.calls.size(); ++j) {
+    const size_t n = w.calls.size();
+    for (size_t j = 0; j < n; ++j) {
       h.slot = used[j];
       h.outSet = static_cast<uint32_t>(j);
-      h.window = (j == 0 ? akachan::kWindowOpen : 0u) | (j + 1 == w.calls.size() ? akachan::kWindowClose : 0u);
+      h.window = (j == 0 ? akachan::kWindowOpen : 0u) | (j + 1 == n ? akachan::kWindowClose : 0u) |
+                 (queued_ ? akachan::kWindowQueued : 0u);
       signal(h, w.cmd);
-      inproc.push_back(h.inprocNs);
-      samples[j].readAsync(outSets[j], stream_.get());
+      if (!queued_ || j + 1 == n) inproc.push_back(h.inprocNs);  // queued: one figure, the window's
+      if (!queued_) samples[j].readAsync(outSets[j], stream_.get());
     }
+    // Queued, the worker's done means launched until the last call, whose done comes after its
+    // whole device is idle: only then are the outputs final.
+    if (queued_)
+      for (size_t j = 0; j < n; ++j) samples[j].readAsync(outSets[j], stream_.get());
     AKA_HIP_CHECK(hipStreamSynchronize(stream_.get()));
     const auto t1 = Clock::now();
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count() / static_cast<int64_t>(w.calls.size());
@@ -602,6 +612,12 @@ class GpuDriver {
   }
 
   int sock_;
+  // Queued windows (kWindowQueued) unless AKA_WINDOW=synced asks for a device synchronisation
+  // after every call (for comparison on a GPU machine: scripts/device-hip-driver).
+  const bool queued_ = [] {
+    const char* v = std::getenv("AKA_WINDOW");
+    return !(v && std::strcmp(v, "synced") == 0);
+  }();
   DeviceFlusher flusher_;
   Stream stream_;
   PinnedBuffer pinned_{kWindowCalls * Sample::kHostBytes};

@@ -48,9 +48,11 @@ OK = 0
 FAILED = 1
 
 # Header window flags: this call opens a window (its pool's descriptor follows on the socket)
-# and/or closes it (the worker unmaps the pool after done).
+# and/or closes it (the worker unmaps the pool after done). WINDOW_QUEUED: the worker says done
+# once the call is launched and synchronises only at the window's last call (akachannel.h).
 WINDOW_OPEN = 1
 WINDOW_CLOSE = 2
+WINDOW_QUEUED = 4
 
 # How a side waits for the other's word (_wait).
 SPIN_NS = 2_000_000

@@ -30,27 +30,30 @@ Channel (akachannel.py: the cpp harness's protocol). Per configuration:
              "inputs": [], "outputs": [byte offsets]}                       + the outputs' VMM fd
   worker -> {"type": "mapped"}
 then the calls through the header's go/done words, ended by END_GROUP; after the last
-configuration {"type": "bye"}. Before each call's go the driver sends {"type": "inputs", "size",
-"offsets"} with a new VMM allocation holding that call's inputs (akacuda.py: the CUDA VMM API,
-because legacy CUDA IPC does not cross pid namespaces), every tensor at a 4096-byte aligned
-offset.
+configuration {"type": "bye"}. Each window's inputs come, after its clock has started, as
+{"type": "pool", "size", "sets", "stride", "offsets"} with a new VMM allocation holding them
+(akacuda.py: the CUDA VMM API, because legacy CUDA IPC does not cross pid namespaces), every
+tensor at a 4096-byte aligned offset.
 
-A call, on the driver's clock (time.perf_counter_ns; docs/scoring.md, "GPU harnesses"):
- 1. untimed: generate the call's inputs from a fresh getrandom seed (the task's
-    reference.generate) and copy them into a new allocation (LentInputs), fill the shared
-    outputs with 0xff bytes (NaN), write flush_bytes of GPU memory (evicts L2), synchronize, and
-    have the worker prime (PRIME: ~100 us of GPU work of its own, so that the GPU runs the
-    worker's context when the clock starts: a switch between the two contexts costs ~140 us);
- 2. T0; send the allocation's descriptor; post go;
- 3. the worker maps it, calls invoke.invoke(kernel, config, inputs, outputs), synchronises its
-    device, writes its own event time to inprocNs and posts done;
- 4. read random pieces of the outputs into page-locked memory through a copy engine (Sample;
-    no context switch); T1.
+A window of calls, on the driver's clock (time.perf_counter_ns; docs/scoring.md, "GPU harnesses"):
+ 1. untimed: generate two input sets per call, each from a fresh getrandom seed (the task's
+    reference.generate; one set the call uses, one decoy), into a new allocation (InputPool),
+    fill the output sets with 0xff bytes (NaN), write flush_bytes of GPU memory (evicts L2),
+    synchronize, and have the worker prime (PRIME: ~100 us of GPU work of its own, so that the
+    GPU runs the worker's context when the clock starts: a switch between the two contexts costs
+    ~140 us);
+ 2. T0; send the pool's descriptor; per call: name its set and output set in the header, go;
+ 3. the worker (mapping the pool at the first call) calls invoke.invoke(kernel, config, inputs,
+    outputs) and posts done; queued (the default; AKA_WINDOW=synced for comparison) it
+    synchronises its device only at the window's last call, before that call's done, and
+    writes its own event time for the window to inprocNs;
+ 4. read random pieces of every call's output into page-locked memory through a copy engine
+    (Sample; no context switch); T1. The sample is (T1 - T0) / calls.
 Nothing about a call's inputs exists anywhere the worker can reach before T0. Work the worker
-leaves running at done is either finished before the pieces are read (and inside the time) or
-makes the pieces differ from the whole output read after the window for a kept call, which
-fails the run as the worker's fault. Work that has not reached the GPU by then (handed to a
-thread) is missing from the output: poison, and a kept call fails verification.
+leaves running at the last done is either finished before the pieces are read (and inside the
+time) or makes the pieces differ from the whole output read after the window for a kept call,
+which fails the run as the worker's fault. Work that has not reached the GPU by then (handed to
+a thread) is missing from the output: poison, and a kept call fails verification.
 
 Inputs of timed calls are generated on the GPU when the task's generate takes a `device`
 argument (reference.generate(config, seed, device="cuda")): the CPU generator takes hundreds of
@@ -62,9 +65,9 @@ check seeds give the same inputs in both paths and on any machine.
 L2: the inputs are copied into their allocation before the flush, so they start cold; the
 outputs are poisoned, then flushed. Baseline and candidate see the same.
 
-Empty calls (cmd EMPTY, given only to the trusted baseline): the same hand-over, mapping,
-exchange and sample read; the worker records its two events and synchronises without calling
-the kernel. Their median is the per-call overhead the scorer would subtract.
+Empty windows (cmd EMPTY; only the trusted baseline's are used): the same hand-over, mapping,
+exchanges and sample reads; the worker calls nothing (queued: it synchronises at the last call
+only). Their median is the per-call overhead the scorer subtracts.
 
 Kept outputs are copied within the driver's GPU memory (up to KEEP_ON_GPU_BYTES, to host memory
 beyond) and written when the worker has gone, beside the reference's answers on inputs
@@ -376,6 +379,9 @@ class Driver:
         self.kept = []
         self.kept_gpu_bytes = 0
         self.timed_calls = 0
+        # Queued windows unless AKA_WINDOW=synced asks for a synchronisation after every call
+        # (for comparison on a GPU machine: scripts/device-python-driver).
+        self.queued = os.environ.get("AKA_WINDOW") != "synced"
 
     def send(self, msg, fd=None):
         try:
@@ -478,11 +484,19 @@ class Driver:
             inproc = []
             t0 = time.perf_counter_ns()
             self.send(pool.describe(), fd)
+            queued = chan.WINDOW_QUEUED if self.queued else 0
             for j in range(n):
-                flags = (chan.WINDOW_OPEN if j == 0 else 0) | (chan.WINDOW_CLOSE if j == n - 1 else 0)
+                flags = (chan.WINDOW_OPEN if j == 0 else 0) | (chan.WINDOW_CLOSE if j == n - 1 else 0) | queued
                 self.exchange(header, w.cmd, used[j], j, flags)
-                inproc.append(header.inproc_ns())
-                samples[j].read_async(stream)
+                if not queued or j == n - 1:
+                    inproc.append(header.inproc_ns())  # queued: one figure, the window's
+                if not queued:
+                    samples[j].read_async(stream)
+            # Queued, done means launched until the last call, whose done comes after the
+            # worker's device is idle: only then are the outputs final.
+            if queued:
+                for j in range(n):
+                    samples[j].read_async(stream)
             akacuda.synchronize(stream)
             t1 = time.perf_counter_ns()
         finally:
