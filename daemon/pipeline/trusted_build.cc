@@ -141,14 +141,12 @@ Result<fs::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnviron
   if (fs::exists(done / ".built")) return done;
   std::error_code ec;
   const fs::path tmp = root / ("common.tmp-" + randomHex(6));
-  // The layers alone, laid out as in a workspace's harness/ (later files win, as for a task).
-  for (const std::string& layer : harnessLayers(env.tasks_root, task.harness))
-    if (fs::is_directory(env.tasks_root / "common" / layer))
-      if (auto s = copyTree(env.tasks_root / "common" / layer, tmp / "harness"); !s) {
-        fs::remove_all(tmp, ec);
-        return s.error();
-      }
-  fs::remove(tmp / "harness" / "BASE", ec);
+  // The layers alone, laid out as in a workspace's harness/: the objects are every task's, and
+  // sharesCommonObjects kept out the tasks whose own files would change them.
+  if (auto s = assembleHarnessLayers(env.tasks_root, task.harness, /*own=*/{}, tmp / "harness"); !s) {
+    fs::remove_all(tmp, ec);
+    return s.error();
+  }
   auto outcome = runBuildSandbox(task, env, tmp, {"make -f harness/Makefile " + std::string(kCommonTarget)},
                                  root / "common-build.log", {});
   if (!outcome || !outcome->succeeded()) {
