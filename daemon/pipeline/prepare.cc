@@ -31,18 +31,25 @@ bool sameContent(const fs::path& a, const fs::path& b) {
 
 }  // namespace
 
+Status assembleHarnessLayers(const fs::path& tasksRoot, const std::string& harness, const fs::path& own,
+                             const fs::path& harnessDir) {
+  std::vector<fs::path> parts;
+  for (const auto& layer : harnessLayers(tasksRoot, harness)) parts.push_back(tasksRoot / "common" / layer);
+  if (!own.empty()) parts.push_back(own);
+  for (const fs::path& part : parts)
+    if (fs::is_directory(part))
+      if (auto s = copyTree(part, harnessDir); !s) return s;
+  // BASE tells harnessLayers a layer's bases (tasks/common/hip/BASE); it is no harness file.
+  std::error_code ec;
+  fs::remove(harnessDir / "BASE", ec);
+  return {};
+}
+
 Status assemblePristineWorkspace(const Task& task, const fs::path& tasksRoot, const fs::path& dest) {
   if (auto s = copyTree(task.workspaceDir(), dest); !s) return s;
   // One flat harness/ folder: the common harness with its bases, the checker (for the agent's
   // `make test`), then the task's own files (docs/tasks.md).
-  std::vector<fs::path> parts;
-  for (const auto& layer : harnessLayers(tasksRoot, task.harness)) parts.push_back(tasksRoot / "common" / layer);
-  parts.push_back(task.harnessDir());
-  for (const fs::path& part : parts)
-    if (fs::is_directory(part))
-      if (auto s = copyTree(part, dest / "harness"); !s) return s;
-  std::error_code ec;
-  fs::remove(dest / "harness" / "BASE", ec);
+  if (auto s = assembleHarnessLayers(tasksRoot, task.harness, task.harnessDir(), dest / "harness"); !s) return s;
   return writeFile(dest / "configs.json", task.configsJson(/*withHeldOut=*/false).dump(2) + "\n");
 }
 

@@ -12,6 +12,12 @@
 
 namespace akad {
 
+// A workspace's flat harness/ folder, in harnessDir: the harness's layers in harnessLayers'
+// order, then `own` (a task's harness/ folder; empty: none), later files winning, without the
+// layers' BASE file. The pristine workspace and the harness's shared build both start from it.
+Status assembleHarnessLayers(const std::filesystem::path& tasksRoot, const std::string& harness,
+                             const std::filesystem::path& own, const std::filesystem::path& harnessDir);
+
 // workspace/ + harness/ (tasks/common/<harness>/ then the task's harness/) + configs.json with
 // the visible configurations. Never: task.yaml, held-out configurations, solution/, seeds.
 Status assemblePristineWorkspace(const Task& task, const std::filesystem::path& tasksRoot,

@@ -124,10 +124,9 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   };
   const Layout l = layoutFor(task, workDir, env);
   if (auto s = createScoringDirs(l); !s) return s.error();
-  auto trusted = ensureTrustedBuild(task, env);
-  if (!trusted) return trusted.error();
-  auto common = ensureCommonHarnessBuild(task, env);  // built by now: only its path
-  if (!common) return common.error();
+  auto built = ensureTrustedBuild(task, env);
+  if (!built) return built.error();
+  const fs::path& trusted = built->dir;
   auto assembled = assembleScoringWorkspace(task, env.tasks_root, candidateTree, l.ws);
   if (!assembled) return assembled.error();
   const auto drawSeed = env.draw_seed ? env.draw_seed : secureRandom64;
@@ -140,7 +139,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   GateOutcome o;
 
   notify("compile");
-  auto compiled = compileGate(GateRunner(task, env, l), task, *trusted, *common);
+  auto compiled = compileGate(GateRunner(task, env, l), task, trusted, built->common);
   if (!compiled) return compiled.error();
   gates["compile"] = *compiled;
   o.compiled = gates["compile"]["pass"];
@@ -163,11 +162,11 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   if (o.compiled) {
     if (!driven) {
       notify("generate");
-      if (auto s = generateData(g, *trusted, phases); !s) return s.error();
+      if (auto s = generateData(g, trusted, phases); !s) return s.error();
     }
-    scorePhase(g, *trusted, phases[0], "", driven, env.measure_performance, clock, env, gates, o.correct, o.speedup);
+    scorePhase(g, trusted, phases[0], "", driven, env.measure_performance, clock, env, gates, o.correct, o.speedup);
     // Held-out configurations are scored whenever the candidate compiles, reported apart.
-    scorePhase(g, *trusted, phases[1], "held_out_", driven, env.measure_performance, clock, env, gates, o.heldOutCorrect,
+    scorePhase(g, trusted, phases[1], "held_out_", driven, env.measure_performance, clock, env, gates, o.heldOutCorrect,
                o.heldOutSpeedup);
   }
 

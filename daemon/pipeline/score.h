@@ -55,9 +55,17 @@ struct ScoringEnvironment {
   bool measure_performance = true;
 };
 
+// A task version's trusted build, and the harness's shared objects it linked, which the
+// candidate's compile gets as well.
+struct TrustedBuild {
+  std::filesystem::path dir;     // the trusted programs, bound read-only at /trusted
+  std::filesystem::path common;  // ensureCommonHarnessBuild's directory; empty when none
+};
+
 // Builds (once per task content hash) the task's trusted programs: the reference and the
-// baseline runner, from pristine files only. Returns the directory that holds them.
-Result<std::filesystem::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env);
+// baseline runner, from pristine files only, linked with the harness's shared objects, which it
+// ensures first (ensureCommonHarnessBuild). Returns both directories.
+Result<TrustedBuild> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env);
 
 // Builds (once per harness version and image) the harness's task-independent objects, when its
 // Makefile offers a `common` target and the task shadows none of its files (docs/tasks.md).

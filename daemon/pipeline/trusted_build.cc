@@ -141,14 +141,12 @@ Result<fs::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnviron
   if (fs::exists(done / ".built")) return done;
   std::error_code ec;
   const fs::path tmp = root / ("common.tmp-" + randomHex(6));
-  // The layers alone, laid out as in a workspace's harness/ (later files win, as for a task).
-  for (const std::string& layer : harnessLayers(env.tasks_root, task.harness))
-    if (fs::is_directory(env.tasks_root / "common" / layer))
-      if (auto s = copyTree(env.tasks_root / "common" / layer, tmp / "harness"); !s) {
-        fs::remove_all(tmp, ec);
-        return s.error();
-      }
-  fs::remove(tmp / "harness" / "BASE", ec);
+  // The layers alone, laid out as in a workspace's harness/: the objects are every task's, and
+  // sharesCommonObjects kept out the tasks whose own files would change them.
+  if (auto s = assembleHarnessLayers(env.tasks_root, task.harness, /*own=*/{}, tmp / "harness"); !s) {
+    fs::remove_all(tmp, ec);
+    return s.error();
+  }
   auto outcome = runBuildSandbox(task, env, tmp, {"make -f harness/Makefile " + std::string(kCommonTarget)},
                                  root / "common-build.log", {});
   if (!outcome || !outcome->succeeded()) {
@@ -161,14 +159,16 @@ Result<fs::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnviron
   return done;
 }
 
-Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env) {
+Result<TrustedBuild> ensureTrustedBuild(const Task& task, const ScoringEnvironment& env) {
   const fs::path root = env.trusted_cache / task.content_hash;
   const fs::path done = root / "trusted";
   const BuildLock lock(task.content_hash, root);
   if (!lock.status()) return lock.status().error();
-  if (fs::exists(done / ".built")) return done;
+  // Also when this version is built already: the candidate's compile links the shared objects
+  // too, so every scoring needs them made (a cache may have lost them) and their path.
   auto common = ensureCommonHarnessBuild(task, env);
   if (!common) return common.error();
+  if (fs::exists(done / ".built")) return TrustedBuild{done, *common};
   std::error_code ec;
   const fs::path tmp = root / ("trusted.tmp-" + randomHex(6));
   if (auto s = assemblePristineWorkspace(task, env.tasks_root, tmp); !s) return s.error();
@@ -192,7 +192,7 @@ Result<fs::path> ensureTrustedBuild(const Task& task, const ScoringEnvironment& 
       return Error{"the trusted build of task " + task.id + " made no ./" + program};
     }
   if (auto s = publishBuild(tmp, done, task.content_hash); !s) return s.error();
-  return done;
+  return TrustedBuild{done, *common};
 }
 
 }  // namespace akad

@@ -92,14 +92,14 @@ TEST_F(TrustedBuildTest, DifferentTasksBuildAtOnceAndEachTaskBuildsOnce) {
   const ScoringEnvironment env = environment();
   const auto t0 = std::chrono::steady_clock::now();
   // Two scorings of alpha and one of beta start together.
-  std::vector<std::future<Result<fs::path>>> builds;
+  std::vector<std::future<Result<TrustedBuild>>> builds;
   for (const Task* t : {&a, &a, &b})
     builds.push_back(std::async(std::launch::async, [t, &env] { return ensureTrustedBuild(*t, env); }));
   std::vector<fs::path> dirs;
   for (auto& f : builds) {
     auto r = f.get();
     ASSERT_TRUE(r) << r.error().message;
-    dirs.push_back(*r);
+    dirs.push_back(r->dir);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(dirs[0], dirs[1]);
@@ -114,7 +114,7 @@ TEST_F(TrustedBuildTest, DifferentTasksBuildAtOnceAndEachTaskBuildsOnce) {
   // A later scoring finds the build made.
   auto again = ensureTrustedBuild(a, env);
   ASSERT_TRUE(again) << again.error().message;
-  EXPECT_EQ(*again, dirs[0]);
+  EXPECT_EQ(again->dir, dirs[0]);
   EXPECT_EQ(buildsOf("alpha"), 1);
 }
 
@@ -155,6 +155,8 @@ TEST_F(TrustedBuildTest, TheHarnessesCommonObjectsAreBuiltOncePerHarnessVersionA
   EXPECT_EQ(buildsOf("beta"), 1);
   auto common = ensureCommonHarnessBuild(a, env);
   ASSERT_TRUE(common) << common.error().message;
+  EXPECT_EQ(ra->common, *common) << "the trusted build handed back other shared objects than it linked";
+  EXPECT_EQ(rb->common, *common);
   EXPECT_TRUE(fs::exists(*common / "build" / "obj" / "common.o"));
   EXPECT_FALSE(fs::exists(*common / "build" / "obj" / "written"));
 
@@ -167,6 +169,29 @@ TEST_F(TrustedBuildTest, TheHarnessesCommonObjectsAreBuiltOncePerHarnessVersionA
   auto common2 = ensureCommonHarnessBuild(c, env);
   ASSERT_TRUE(common2) << common2.error().message;
   EXPECT_NE(*common2, *common);
+  EXPECT_EQ(rc->common, *common2);
+}
+
+// A scoring of a version built earlier gets the shared objects' path as well (its compile gate
+// binds them), and a cache that lost them makes them again rather than binding nothing.
+TEST_F(TrustedBuildTest, AVersionBuiltEarlierStillHandsBackTheSharedObjects) {
+  const Task a = makeTask("alpha");
+  const ScoringEnvironment env = environment();
+  auto first = ensureTrustedBuild(a, env);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_FALSE(first->common.empty());
+  auto again = ensureTrustedBuild(a, env);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->common, first->common);
+  EXPECT_EQ(buildsOf("common"), 1);
+
+  fs::remove_all(first->common);
+  auto afterLoss = ensureTrustedBuild(a, env);
+  ASSERT_TRUE(afterLoss) << afterLoss.error().message;
+  EXPECT_EQ(afterLoss->common, first->common);
+  EXPECT_TRUE(fs::exists(afterLoss->common / "build" / "obj" / "common.o"));
+  EXPECT_EQ(buildsOf("common"), 2);
+  EXPECT_EQ(buildsOf("alpha"), 1) << "the task version was built again";
 }
 
 // A task with a harness file of its own by a layer's name builds everything itself: the shared
@@ -176,6 +201,7 @@ TEST_F(TrustedBuildTest, ATaskThatShadowsAHarnessFileGetsNoSharedObjects) {
   const ScoringEnvironment env = environment();
   auto r = ensureTrustedBuild(t, env);
   ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->common.empty());
   EXPECT_EQ(buildsOf("common"), 0);
   auto common = ensureCommonHarnessBuild(t, env);
   ASSERT_TRUE(common) << common.error().message;
