@@ -381,7 +381,7 @@ class Driver:
         self.timed_calls = 0
         # Synced windows (a synchronisation after every call) unless AKA_WINDOW=queued: a call
         # launched from Python costs more host time than many of the tasks' kernels take on the
-        # GPU (the worker's own loop alone 70-80 us a call on the H200), so queued calls time the
+        # GPU (the worker's own loop alone 72-82 us a call on the H200), so queued calls time the
         # host's launches, not the kernels (docs/scoring.md, "Synced windows";
         # scripts/device-python-driver times both).
         self.queued = os.environ.get("AKA_WINDOW") == "queued"
