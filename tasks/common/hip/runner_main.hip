@@ -17,9 +17,9 @@
 // (kWindowQueued) a call says done once akaInvoke has returned; the events span the window, and
 // the whole device is synchronised at its last call only; an empty call launches nothing.
 //
-// check and perf are the harness before the driver (the scorer still uses them until it runs
-// hip tasks through the driver): the runner reads its inputs from files and times itself, and
-// the scorer checks its claims against the wall clock. A timed call of perf: (untimed) copy the
+// check and perf are the harness before the driver, kept as the event-timed runner that
+// scripts/device-hip-driver compares the driver with (the scorer runs hip tasks through the
+// driver): the runner reads its inputs from files and times itself. A timed call of perf: (untimed) copy the
 // next input set device-to-device into the same input buffers, fill the outputs with 0xff bytes
 // (NaN), write flush_bytes of device memory (evicts the 50 MiB L2), synchronise the device; then
 // queue a 100 us GPU wait (hides the host's launch latency from the events), record the start
