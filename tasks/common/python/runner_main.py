@@ -22,9 +22,10 @@ the event time to the header (the driver's second opinion) and posts `done`. In 
 device is synchronised at its last call only.
 
 check and perf are the older in-process harness (the hip harness's twin, and the scorer's path
-before the driver; scripts/device-python-driver compares the driver with it): a timed call there is (untimed) copy the next input set into the same input
-tensors on the GPU, fill the outputs with 0xff bytes (NaN), write flush_bytes of GPU memory
-(evicts L2), synchronise the device, queue a short GPU wait that hides the host's launch latency;
+before the driver; scripts/device-python-driver compares the driver with it): a timed call
+there is (untimed) copy the next input set into the same input tensors on the GPU, fill the
+outputs with 0xff bytes (NaN), write flush_bytes of GPU memory (evicts L2), synchronise the
+device, queue a short GPU wait that hides the host's launch latency;
 then record the start event, call, record the stop event and synchronise the whole device.
 samples_ns are event times; wall_ns (host clock around the same span, including launch and
 synchronisation latency) come alongside for checks. Seeds in the plan are ignored.
