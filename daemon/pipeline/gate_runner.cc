@@ -199,9 +199,15 @@ Result<DrivenRun> GateRunner::runDriven(const std::string& who, const fs::path& 
   auto failed = [](const auto& outcome) { return !outcome || !outcome->succeeded(); };
   std::optional<std::chrono::steady_clock::time_point> driverEnded;
   bool workerStopped = false;
+  const auto ready = [](const auto& run) { return run.wait_for(0ms) == std::future_status::ready; };
   for (;;) {
-    const bool workerDone = workerRun.wait_for(50ms) == std::future_status::ready;
-    const bool driverDone = driverRun.wait_for(0ms) == std::future_status::ready;
+    // Sleeps on whichever of the two is still running (the worker first): a loop that waited
+    // only on the worker would spin once it ended, taking a CPU from the driver it waits for.
+    if (!ready(workerRun))
+      workerRun.wait_for(50ms);
+    else
+      driverRun.wait_for(50ms);
+    const bool workerDone = ready(workerRun), driverDone = ready(driverRun);
     if (workerDone && driverDone) break;
     if (env_.canceller && env_.canceller->cancelled()) {
       driverCanceller.cancel();
