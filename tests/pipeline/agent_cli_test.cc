@@ -207,7 +207,7 @@ TEST(AgentCliTest, CodexEditsTheKernelThroughTheProxyAndScoresFaster) {
 TEST(AgentCliTest, WithoutAnOverrideEachCliAsksTheProxyForItsPublicApiOnly) {
   for (const char* program : {"claude", "codex"})
     if (auto why = cliProblem(program); !why.empty()) GTEST_SKIP() << why;
-  PipelineDaemon d("public", PipelineDaemon::Timing::Quick);
+  PipelineDaemon d("public", PipelineDaemon::Timing::Minimal);
   d.start();
   struct Case {
     std::string agent, keyVar, api;

@@ -32,7 +32,7 @@ constexpr double kCreditSpeedup = 1.3;
 
 
 // One daemon for the suite: the task's trusted build is made once. Its tasks time 10 x 2 calls
-// per configuration (quickTimedTasks): the verified sample is then a larger share of them.
+// per configuration (shortTimedTasks): the verified sample is then a larger share of them.
 class AttackTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

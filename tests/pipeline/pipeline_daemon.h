@@ -53,19 +53,21 @@ inline std::vector<pid_t> processesMentioning(const std::string& marker) {
   return out;
 }
 
-// A copy of the repository's tasks into `dest` whose timing plans make 10 x 2 timed calls per
-// configuration instead of 30 x 3 (CPU) or 200 x 2 (GPU); everything else, the harnesses and the
-// scorer's rules (fresh inputs, verified calls, overhead calibration) are the same. For tests
-// that need scored attempts but not the suite's figures to its full precision: a third of the
-// performance gates' time. Returns `dest`.
-inline fs::path quickTimedTasks(const fs::path& dest) {
+// A copy of the repository's tasks into `dest` whose timing plans make `samples` x `rounds`
+// timed calls per configuration (after `warmup` untimed ones; -1 keeps the task's) instead of 30 x 3 (CPU) or
+// 200 x 2 (GPU); everything else, the harnesses and the scorer's rules (fresh inputs, verified
+// calls, overhead calibration) are the same. Returns `dest`.
+inline fs::path shortTimedTasks(const fs::path& dest, int samples, int rounds, int warmup) {
   fs::copy(AKAD_TEST_TASKS_DIR, dest, fs::copy_options::recursive);
-  const std::regex samples(R"(\n(  samples:) *[0-9]+)"), rounds(R"(\n(  rounds:) *[0-9]+)");
+  const std::regex samplesKey(R"(\n(  samples:) *[0-9]+)"), roundsKey(R"(\n(  rounds:) *[0-9]+)"),
+      warmupKey(R"(\n(  warmup:) *[0-9]+)");
   int rewritten = 0;
   for (const auto& e : fs::recursive_directory_iterator(dest)) {
     if (e.path().filename() != "task.yaml") continue;
     std::string text = readFile(e.path());
-    const std::string quick = std::regex_replace(std::regex_replace(text, samples, "\n$1 10"), rounds, "\n$1 2");
+    std::string quick = std::regex_replace(text, samplesKey, "\n$1 " + std::to_string(samples));
+    quick = std::regex_replace(quick, roundsKey, "\n$1 " + std::to_string(rounds));
+    if (warmup >= 0) quick = std::regex_replace(quick, warmupKey, "\n$1 " + std::to_string(warmup));
     if (quick == text) continue;
     std::ofstream(e.path(), std::ios::trunc) << quick;
     ++rewritten;
@@ -80,7 +82,12 @@ inline double isoSeconds(const std::string& iso) { return parseIsoTimeUtc(iso).v
 
 class PipelineDaemon {
  public:
-  enum class Timing { Task, Quick };
+  // Task: the tasks' own timing plans. Quick: 10 x 2 timed calls per configuration, for tests
+  // that look at speedups but not at the suite's figures to their full precision (a third of
+  // the performance gates' time). Minimal: 5 x 1 (the fewest a task may ask for) after one
+  // warm-up call, for tests of what happens around an attempt (sandboxes, users, restarts, the
+  // network) that need it scored but look at no figure; every gate still runs as in production.
+  enum class Timing { Task, Quick, Minimal };
   // Every daemon of a test run shares one trusted cache (akad --trusted-cache, locked across
   // processes), so a task version is built once a run rather than once a test. A daemon whose
   // test looks at its own builds (Own), or that runs its sandboxes as other uids, keeps its own.
@@ -88,7 +95,9 @@ class PipelineDaemon {
   explicit PipelineDaemon(const std::string& tag, Timing timing = Timing::Task, Cache cache = Cache::Shared)
       : parent_("akad-test-" + tag + "-" + std::to_string(::getpid())), cache_(cache) {
     paths_ = {dir_ / "akad.sock", dir_ / "state",
-              timing == Timing::Quick ? quickTimedTasks(dir_ / "tasks") : fs::path(AKAD_TEST_TASKS_DIR)};
+              timing == Timing::Quick     ? shortTimedTasks(dir_ / "tasks", 10, 2, -1)
+              : timing == Timing::Minimal ? shortTimedTasks(dir_ / "tasks", 5, 1, 1)
+                                          : fs::path(AKAD_TEST_TASKS_DIR)};
   }
   ~PipelineDaemon() {
     stop();

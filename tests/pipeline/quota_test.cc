@@ -59,7 +59,7 @@ class QuotaTest : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root to add users";
     ASSERT_TRUE(users_.ok()) << "cannot add local users (groupadd/useradd failed)";
-    daemon_ = std::make_unique<PipelineDaemon>("quota", PipelineDaemon::Timing::Quick);
+    daemon_ = std::make_unique<PipelineDaemon>("quota", PipelineDaemon::Timing::Minimal);
     ASSERT_EQ(::chmod(daemon_->paths().socket.parent_path().c_str(), 0711), 0);
   }
   void start(const std::string& policy) {

@@ -27,7 +27,7 @@ class TenantTest : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root to add users";
     ASSERT_TRUE(users_.ok()) << "cannot add local users (groupadd/useradd failed)";
-    daemon_ = std::make_unique<PipelineDaemon>("tenant", PipelineDaemon::Timing::Quick);
+    daemon_ = std::make_unique<PipelineDaemon>("tenant", PipelineDaemon::Timing::Minimal);
     // The users must reach the socket: its folder is the test's 0700 temporary dir.
     ASSERT_EQ(::chmod(daemon_->paths().socket.parent_path().c_str(), 0711), 0);
     daemon_->start({"--socket-group", users_.group()});
