@@ -112,15 +112,41 @@ Result<SandboxOutcome> runBuildSandbox(const Task& task, const ScoringEnvironmen
   return runSandbox(r, env.canceller);
 }
 
-// Moves a finished build from `tmp` to `done`, with the marker that says it is whole.
-Status publishBuild(const fs::path& tmp, const fs::path& done, const std::string& marker) {
-  if (auto s = writeFile(tmp / ".built", marker + "\n"); !s) return s;
-  std::error_code ec;
-  fs::remove_all(done, ec);
-  fs::rename(tmp, done, ec);
-  if (ec) return Error{"cannot move the trusted build into place at " + done.string() + ": " + ec.message()};
-  return {};
-}
+// A build's temporary tree (root/<stem>.tmp-<random>), made under the build's lock: it is
+// removed when it goes out of scope unless published, whatever step failed, and trees that a
+// builder killed midway left under the same stem are removed first (none can still be in use:
+// the lock is held).
+class BuildTree {
+ public:
+  BuildTree(const fs::path& root, const std::string& stem) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (e.path().filename().string().rfind(stem + ".tmp-", 0) == 0) fs::remove_all(e.path(), ec);
+    path_ = root / (stem + ".tmp-" + randomHex(6));
+  }
+  ~BuildTree() {
+    std::error_code ec;
+    if (!published_) fs::remove_all(path_, ec);
+  }
+  BuildTree(const BuildTree&) = delete;
+  BuildTree& operator=(const BuildTree&) = delete;
+  const fs::path& path() const { return path_; }
+
+  // Moves the finished build to `done`, with the marker that says it is whole.
+  Status publish(const fs::path& done, const std::string& marker) {
+    if (auto s = writeFile(path_ / ".built", marker + "\n"); !s) return s;
+    std::error_code ec;
+    fs::remove_all(done, ec);
+    fs::rename(path_, done, ec);
+    if (ec) return Error{"cannot move the trusted build into place at " + done.string() + ": " + ec.message()};
+    published_ = true;
+    return {};
+  }
+
+ private:
+  fs::path path_;
+  bool published_ = false;
+};
 
 }  // namespace
 
@@ -139,23 +165,18 @@ Result<fs::path> ensureCommonHarnessBuild(const Task& task, const ScoringEnviron
   const BuildLock lock("harness-" + *key, root);
   if (!lock.status()) return lock.status().error();
   if (fs::exists(done / ".built")) return done;
-  std::error_code ec;
-  const fs::path tmp = root / ("common.tmp-" + randomHex(6));
+  BuildTree tmp(root, "common");
   // The layers alone, laid out as in a workspace's harness/: the objects are every task's, and
   // sharesCommonObjects kept out the tasks whose own files would change them.
-  if (auto s = assembleHarnessLayers(env.tasks_root, task.harness, /*own=*/{}, tmp / "harness"); !s) {
-    fs::remove_all(tmp, ec);
+  if (auto s = assembleHarnessLayers(env.tasks_root, task.harness, /*own=*/{}, tmp.path() / "harness"); !s)
     return s.error();
-  }
-  auto outcome = runBuildSandbox(task, env, tmp, {"make -f harness/Makefile " + std::string(kCommonTarget)},
+  auto outcome = runBuildSandbox(task, env, tmp.path(), {"make -f harness/Makefile " + std::string(kCommonTarget)},
                                  root / "common-build.log", {});
-  if (!outcome || !outcome->succeeded()) {
-    fs::remove_all(tmp, ec);
-    if (!outcome) return outcome.error();
+  if (!outcome) return outcome.error();
+  if (!outcome->succeeded())
     return Error{"the build of the " + task.harness + " harness's common objects failed (" + outcome->describe() +
                  "): " + tailOfFile(root / "common-build.log", kLogTailBytes)};
-  }
-  if (auto s = publishBuild(tmp, done, *key); !s) return s.error();
+  if (auto s = tmp.publish(done, *key); !s) return s.error();
   return done;
 }
 
@@ -169,29 +190,21 @@ Result<TrustedBuild> ensureTrustedBuild(const Task& task, const ScoringEnvironme
   auto common = ensureCommonHarnessBuild(task, env);
   if (!common) return common.error();
   if (fs::exists(done / ".built")) return TrustedBuild{done, *common};
-  std::error_code ec;
-  const fs::path tmp = root / ("trusted.tmp-" + randomHex(6));
-  if (auto s = assemblePristineWorkspace(task, env.tasks_root, tmp); !s) return s.error();
+  // Whatever fails below (a cancelled or failed start included) leaves no half-built tree.
+  BuildTree tmp(root, "trusted");
+  if (auto s = assemblePristineWorkspace(task, env.tasks_root, tmp.path()); !s) return s.error();
   std::vector<std::string> cmds = task.build_reference;
   cmds.insert(cmds.end(), task.build_candidate.begin(), task.build_candidate.end());
-  auto outcome = runBuildSandbox(task, env, tmp, cmds, root / "trusted-build.log", *common);
-  if (!outcome) {
-    fs::remove_all(tmp, ec);  // a cancelled or failed start leaves no half-built tree
-    return outcome.error();
-  }
-  if (!outcome->succeeded()) {
-    fs::remove_all(tmp, ec);
+  auto outcome = runBuildSandbox(task, env, tmp.path(), cmds, root / "trusted-build.log", *common);
+  if (!outcome) return outcome.error();
+  if (!outcome->succeeded())
     return Error{"the trusted build of task " + task.id + " failed (" + outcome->describe() +
                  "): " + tailOfFile(root / "trusted-build.log", kLogTailBytes)};
-  }
   std::vector<std::string> programs = {"reference", "runner"};
   if (usesDriver(task)) programs.push_back("driver");
   for (const std::string& program : programs)
-    if (!fs::exists(tmp / program)) {
-      fs::remove_all(tmp, ec);
-      return Error{"the trusted build of task " + task.id + " made no ./" + program};
-    }
-  if (auto s = publishBuild(tmp, done, task.content_hash); !s) return s.error();
+    if (!fs::exists(tmp.path() / program)) return Error{"the trusted build of task " + task.id + " made no ./" + program};
+  if (auto s = tmp.publish(done, task.content_hash); !s) return s.error();
   return TrustedBuild{done, *common};
 }
 

@@ -222,5 +222,37 @@ TEST_F(TrustedBuildTest, AFailedCommonBuildFailsTheTrustedBuildAndSaysWhy) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "left behind: " << e.path();
 }
 
+// A build that fails before its sandbox runs (here: the task's workspace cannot be copied)
+// leaves no temporary tree, and one that a builder killed midway left is removed by the next
+// build of the same version, which then succeeds.
+TEST_F(TrustedBuildTest, NoHalfBuiltTreeIsLeftWhateverStepFailsOrWhoeverDied) {
+  const Task t = makeTask("alpha");
+  const ScoringEnvironment env = environment();
+  const fs::path killed = env.trusted_cache / t.content_hash / "trusted.tmp-0123ab";
+  fs::create_directories(killed / "build");
+  std::ofstream(killed / "build" / "half.o") << "half\n";
+  const auto leftovers = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(env.trusted_cache))
+      if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().string());
+    return out;
+  };
+
+  const fs::path workspace = root_ / "tasks" / "cpu" / "alpha" / "workspace";
+  fs::rename(workspace, root_ / "workspace-away");
+  auto failed = ensureTrustedBuild(t, env);
+  ASSERT_FALSE(failed) << "a task without its workspace was built";
+  EXPECT_NE(failed.error().message.find("workspace"), std::string::npos) << failed.error().message;
+  EXPECT_EQ(leftovers(), std::vector<std::string>{}) << "a temporary build tree outlived the failed build";
+
+  fs::rename(root_ / "workspace-away", workspace);
+  fs::create_directories(killed);
+  auto built = ensureTrustedBuild(t, env);
+  ASSERT_TRUE(built) << built.error().message;
+  EXPECT_TRUE(fs::exists(built->dir / ".built"));
+  EXPECT_EQ(leftovers(), std::vector<std::string>{});
+  EXPECT_EQ(buildsOf("alpha"), 1);
+}
+
 }  // namespace
 }  // namespace akad
