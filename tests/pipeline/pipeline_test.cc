@@ -57,6 +57,25 @@ class PipelineTest : public ::testing::Test {
 };
 PipelineDaemon* PipelineTest::daemon_ = nullptr;
 
+// What happens around an attempt that looks at no figure of it (what the agent can see, its
+// time limit): a daemon of their own with minimal timing, so that they run beside another
+// end-to-end test instead of in the suite's turn.
+class PipelineAroundTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new PipelineDaemon("around", PipelineDaemon::Timing::Minimal);
+    daemon_->start();
+  }
+  static void TearDownTestSuite() {
+    daemon_->stop();
+    daemon_->expectNothingLeft();
+    delete daemon_;
+  }
+  void TearDown() override { daemon_->expectNothingLeft(); }
+  static PipelineDaemon* daemon_;
+};
+PipelineDaemon* PipelineAroundTest::daemon_ = nullptr;
+
 const json& result(const json& attempt) { return attempt.at("result"); }
 
 TEST_F(PipelineTest, ReferenceAgentBeatsTheBaselineOnEveryCpuTask) {
@@ -137,7 +156,7 @@ TEST_F(PipelineTest, EditsOutsideTheAllowListAreIgnoredAndReported) {
       << result(a).at("failure");
 }
 
-TEST_F(PipelineTest, AgentFindsNoTrustedHarnessHeldOutConfigurationsOrSolution) {
+TEST_F(PipelineAroundTest, AgentFindsNoTrustedHarnessHeldOutConfigurationsOrSolution) {
   const std::string tasks = daemon_->paths().tasksDir.string();
   // Positive control first (it must see its own visible configurations), then the probes.
   const std::string probe =
@@ -227,7 +246,7 @@ extern "C" void row_sum(const float* x, float* out, size_t rows, size_t cols) {
   EXPECT_FALSE(result(a).at("correct").get<bool>());
 }
 
-TEST_F(PipelineTest, AgentPastItsTimeLimitIsKilledAndItsPartialWorkspaceScored) {
+TEST_F(PipelineAroundTest, AgentPastItsTimeLimitIsKilledAndItsPartialWorkspaceScored) {
   json a = daemon_->runOne({"cpu/reduction", "--agent-time-limit", "2", "--agent-command",
                             "printf '\\n// partial work\\n' >> kernel.cpp; sleep 600"});
   ASSERT_EQ(a.at("state"), "scored") << a.dump();
