@@ -33,26 +33,17 @@ constexpr double kCreditSpeedup = 1.3;
 
 // One daemon for the suite: the task's trusted build is made once. Its tasks time 10 x 2 calls
 // per configuration (shortTimedTasks): the verified sample is then a larger share of them.
-class AttackTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    daemon_ = new PipelineDaemon("attack", PipelineDaemon::Timing::Quick);
-    daemon_->start();
-  }
-  static void TearDownTestSuite() {
-    daemon_->stop();
-    daemon_->expectNothingLeft();
-    delete daemon_;
-  }
-  void TearDown() override { daemon_->expectNothingLeft(); }
+class AttackTest : public SuiteDaemon<AttackTest> {
+ public:
+  static constexpr const char* kTag = "attack";
+  static constexpr PipelineDaemon::Timing kTiming = PipelineDaemon::Timing::Quick;
 
+ protected:
   // The agent only writes `kernel` over kernel.cpp; the attempt is scored as usual.
   static json submitKernel(const std::string& kernel) {
     return daemon_->runOne({"cpu/reduction", "--agent-command", "cat > kernel.cpp <<'EOF'\n" + kernel + "EOF\n"});
   }
-  static PipelineDaemon* daemon_;
 };
-PipelineDaemon* AttackTest::daemon_ = nullptr;
 
 const json& result(const json& attempt) { return attempt.at("result"); }
 

@@ -200,4 +200,29 @@ class PipelineDaemon {
   std::unique_ptr<DaemonProcess> daemon_;
 };
 
+// A gtest suite whose tests share one daemon, so that its trusted builds are made once: started
+// before the first test, stopped after the last; no test leaves a process, cgroup or mount.
+// `Suite` (the fixture itself) names the daemon's tag and timing:
+//   class AttackTest : public SuiteDaemon<AttackTest> {
+//    public:
+//     static constexpr const char* kTag = "attack";
+//     static constexpr PipelineDaemon::Timing kTiming = PipelineDaemon::Timing::Quick;
+//   };
+template <typename Suite>
+class SuiteDaemon : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new PipelineDaemon(Suite::kTag, Suite::kTiming);
+    daemon_->start();
+  }
+  static void TearDownTestSuite() {
+    daemon_->stop();
+    daemon_->expectNothingLeft();
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void TearDown() override { daemon_->expectNothingLeft(); }
+  inline static PipelineDaemon* daemon_ = nullptr;
+};
+
 }  // namespace akad::test

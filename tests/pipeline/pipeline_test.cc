@@ -60,21 +60,11 @@ PipelineDaemon* PipelineTest::daemon_ = nullptr;
 // What happens around an attempt that looks at no figure of it (what the agent can see, its
 // time limit): a daemon of their own with minimal timing, so that they run beside another
 // end-to-end test instead of in the suite's turn.
-class PipelineAroundTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    daemon_ = new PipelineDaemon("around", PipelineDaemon::Timing::Minimal);
-    daemon_->start();
-  }
-  static void TearDownTestSuite() {
-    daemon_->stop();
-    daemon_->expectNothingLeft();
-    delete daemon_;
-  }
-  void TearDown() override { daemon_->expectNothingLeft(); }
-  static PipelineDaemon* daemon_;
+class PipelineAroundTest : public SuiteDaemon<PipelineAroundTest> {
+ public:
+  static constexpr const char* kTag = "around";
+  static constexpr PipelineDaemon::Timing kTiming = PipelineDaemon::Timing::Minimal;
 };
-PipelineDaemon* PipelineAroundTest::daemon_ = nullptr;
 
 const json& result(const json& attempt) { return attempt.at("result"); }
 
