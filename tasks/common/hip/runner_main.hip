@@ -82,11 +82,16 @@ void poison(const DeviceSet& out) {
     if (t.bytes) AKA_HIP_CHECK(hipMemsetAsync(t.ptr, 0xff, t.bytes, 0));
 }
 
+// Surfaces a launch error of the candidate's call (without waiting for its kernels).
+void checkLaunch(const char* what, hipError_t launch) {
+  if (launch != hipSuccess) throw std::runtime_error(std::string(what) + ": launch failed: " + hipGetErrorString(launch));
+}
+
 // Surfaces launch and asynchronous kernel errors of the candidate's call.
 void finishCall(const char* what) {
-  hipError_t launch = hipGetLastError();
-  hipError_t sync = hipDeviceSynchronize();
-  if (launch != hipSuccess) throw std::runtime_error(std::string(what) + ": launch failed: " + hipGetErrorString(launch));
+  const hipError_t launch = hipGetLastError();
+  const hipError_t sync = hipDeviceSynchronize();
+  checkLaunch(what, launch);
   if (sync != hipSuccess) throw std::runtime_error(std::string(what) + ": kernel failed: " + hipGetErrorString(sync));
 }
 
@@ -519,8 +524,7 @@ void serveGroup(int sock, const json& group) {
           else if (!queued) hipLaunchKernelGGL(emptyKernel, dim3(1), dim3(1), 0, 0);
           h.inprocNs = 0;
           if (queued && !(window & akachan::kWindowClose)) {
-            const hipError_t launch = hipGetLastError();
-            if (launch != hipSuccess) throw std::runtime_error(std::string("kernel call: launch failed: ") + hipGetErrorString(launch));
+            checkLaunch("kernel call", hipGetLastError());
           } else {
             AKA_HIP_CHECK(hipEventRecord(stop.get(), 0));
             finishCall(cmd == akachan::kCall ? "kernel call" : "empty call");
