@@ -8,9 +8,16 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 n=${2:-50}
 tmp=$(mktemp -d /tmp/akad-bench-XXXXXX)
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+parent=akad-bench-$$
+# The daemon, its files and the cgroup parent it made for its sandboxes (empty once it stopped).
+cleanup() {
+  kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$tmp"
+  for c in /sys/fs/cgroup/$parent /sys/fs/cgroup/*/$parent; do [[ -d $c ]] && rmdir "$c" 2>/dev/null; done
+  return 0
+}
+trap cleanup EXIT
 "$build/daemon/akad" --socket "$tmp/s" --state-dir "$tmp/state" --tasks-dir "$root/bench/pipeline/tasks" \
-  --cgroup-parent akad-bench --gpus none 2>"$tmp/akad.log" &
+  --cgroup-parent "$parent" --gpus none 2>"$tmp/akad.log" &
 pid=$!
 for _ in $(seq 100); do "$build/cli/akactl" --socket "$tmp/s" ping >/dev/null 2>&1 && break; sleep 0.05; done
 ctl() { "$build/cli/akactl" --socket "$tmp/s" "$@"; }
