@@ -54,9 +54,9 @@ inline std::vector<pid_t> processesMentioning(const std::string& marker) {
 }
 
 // A copy of the repository's tasks into `dest` whose timing plans make `samples` x `rounds`
-// timed calls per configuration (after `warmup` untimed ones; -1 keeps the task's) instead of 30 x 3 (CPU) or
-// 200 x 2 (GPU); everything else, the harnesses and the scorer's rules (fresh inputs, verified
-// calls, overhead calibration) are the same. Returns `dest`.
+// timed calls per configuration (after `warmup` untimed ones; -1 keeps the task's) instead of
+// 30 x 3 (CPU) or 200 x 2 (GPU); everything else, the harnesses and the scorer's rules (fresh
+// inputs, verified calls, overhead calibration) are the same. Returns `dest`.
 inline fs::path shortTimedTasks(const fs::path& dest, int samples, int rounds, int warmup) {
   fs::copy(AKAD_TEST_TASKS_DIR, dest, fs::copy_options::recursive);
   const std::regex samplesKey(R"(\n(  samples:) *[0-9]+)"), roundsKey(R"(\n(  rounds:) *[0-9]+)"),

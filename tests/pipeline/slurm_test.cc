@@ -110,7 +110,8 @@ class SlurmExecutorTest : public ::testing::Test {
     // an attempt, which needs it scored but no figure of its.
     const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     const bool speedups = name == "EveryAttemptIsScoredOnceOnTheClusterAndCancelEmptiesTheQueue";
-    daemon_ = std::make_unique<PipelineDaemon>("slurm", speedups ? PipelineDaemon::Timing::Quick : PipelineDaemon::Timing::Minimal);
+    daemon_ = std::make_unique<PipelineDaemon>(
+        "slurm", speedups ? PipelineDaemon::Timing::Quick : PipelineDaemon::Timing::Minimal);
     shared_ = daemon_->scratch("shared");
     nodeCache_ = daemon_->scratch("node-cache");
     daemon_->start(daemonArgs());

@@ -19,10 +19,10 @@
 //
 // check and perf are the harness before the driver, kept as the event-timed runner that
 // scripts/device-hip-driver compares the driver with (the scorer runs hip tasks through the
-// driver): the runner reads its inputs from files and times itself. A timed call of perf: (untimed) copy the
-// next input set device-to-device into the same input buffers, fill the outputs with 0xff bytes
-// (NaN), write flush_bytes of device memory (evicts the 50 MiB L2), synchronise the device; then
-// queue a 100 us GPU wait (hides the host's launch latency from the events), record the start
+// driver): the runner reads its inputs from files and times itself. A timed call of perf:
+// (untimed) copy the next input set device-to-device into the same input buffers, fill the
+// outputs with 0xff bytes (NaN), write flush_bytes of device memory (evicts the 50 MiB L2),
+// synchronise the device; then queue a 100 us GPU wait (hides the host's launch latency from the events), record the start
 // event, call the kernel, record the stop event and synchronise the whole device, so a call's
 // work is finished before the next begins. samples_ns are event times; wall_ns (host clock from
 // before the start event to after the device synchronisation, so it includes launch and sync
