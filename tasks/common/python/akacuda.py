@@ -56,6 +56,20 @@ class _AccessDesc(ctypes.Structure):  # CUmemAccessDesc
     _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
 
 
+class _Memcpy2D(ctypes.Structure):  # CUDA_MEMCPY2D
+    _fields_ = [("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t), ("srcMemoryType", ctypes.c_int),
+                ("srcHost", ctypes.c_void_p), ("srcDevice", ctypes.c_uint64), ("srcArray", ctypes.c_void_p),
+                ("srcPitch", ctypes.c_size_t),
+                ("dstXInBytes", ctypes.c_size_t), ("dstY", ctypes.c_size_t), ("dstMemoryType", ctypes.c_int),
+                ("dstHost", ctypes.c_void_p), ("dstDevice", ctypes.c_uint64), ("dstArray", ctypes.c_void_p),
+                ("dstPitch", ctypes.c_size_t),
+                ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t)]
+
+
+_MEMORYTYPE_HOST, _MEMORYTYPE_DEVICE = 1, 2
+# The largest pitch a 2D copy takes (cudaDevAttrMaxPitch on current GPUs).
+MAX_PITCH = (1 << 31) - 1
+
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _SIGNATURES = {
     "cuGetErrorString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
@@ -74,6 +88,7 @@ _SIGNATURES = {
     "cuMemUnmap": [ctypes.c_uint64, ctypes.c_size_t],
     "cuMemSetAccess": [ctypes.c_uint64, ctypes.c_size_t, ctypes.POINTER(_AccessDesc), ctypes.c_size_t],
     "cuMemcpyDtoHAsync_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p],
+    "cuMemcpy2DAsync_v2": [ctypes.c_void_p, ctypes.c_void_p],
     "cuStreamSynchronize": [ctypes.c_void_p],
 }
 _lib = None
@@ -138,6 +153,7 @@ class SharedMemory:
     def __init__(self, handle, size, device):
         self.handle, self.size, self.device = handle, size, device
         self.ptr = 0
+        self._bytes = None  # the whole mapping as one uint8 tensor, made on first use
         self._mapped = False
         cu = _cu()
         try:
@@ -196,13 +212,17 @@ class SharedMemory:
         count = 1
         for d in dims:
             count *= d
-        nbytes = count * torch.empty((), dtype=dtype).element_size()
+        nbytes = count * dtype.itemsize
         if offset < 0 or offset + nbytes > self.size:
             raise CudaError(f"a tensor of {nbytes} bytes at offset {offset} does not fit {self.size} bytes")
-        raw = torch.as_tensor(_DeviceBytes(self.ptr + offset, nbytes), device=f"cuda:{self.device}")
-        return raw.view(dtype).view(list(dims))
+        # One as_tensor per mapping (it costs tens of microseconds; the worker makes a window's
+        # input tensors inside the driver's clock), then a slice per tensor.
+        if self._bytes is None:
+            self._bytes = torch.as_tensor(_DeviceBytes(self.ptr, self.size), device=f"cuda:{self.device}")
+        return self._bytes[offset:offset + nbytes].view(dtype).view(list(dims))
 
     def close(self):
+        self._bytes = None
         cu = _cu()
         if self._mapped:
             cu.cuMemUnmap(self.ptr, self.size)
@@ -226,6 +246,16 @@ def read_pieces(pieces, host_ptr, piece_bytes, stream, wait=True):
         _check(cu.cuMemcpyDtoHAsync_v2(host_ptr + k * piece_bytes, ptr, n, stream), "cuMemcpyDtoHAsync")
     if wait:
         synchronize(stream)
+
+
+def read_rows(src, src_pitch, host_ptr, host_pitch, width, rows, stream):
+    """Queues one copy of `rows` rows of `width` bytes, row r from device address src + r *
+    src_pitch to host_ptr + r * host_pitch (page-locked), on `stream`: one call for a piece of
+    every output set of a window. Pitches up to MAX_PITCH."""
+    c = _Memcpy2D(srcMemoryType=_MEMORYTYPE_DEVICE, srcDevice=src, srcPitch=src_pitch,
+                  dstMemoryType=_MEMORYTYPE_HOST, dstHost=host_ptr, dstPitch=host_pitch,
+                  WidthInBytes=width, Height=rows)
+    _check(_cu().cuMemcpy2DAsync_v2(ctypes.byref(c), stream), "cuMemcpy2DAsync")
 
 
 def synchronize(stream):
