@@ -58,8 +58,9 @@ class PipelineTest : public ::testing::Test {
 PipelineDaemon* PipelineTest::daemon_ = nullptr;
 
 // What happens around an attempt that looks at no figure of it (what the agent can see, its
-// time limit): a daemon of their own with minimal timing, so that they run beside another
-// end-to-end test instead of in the suite's turn.
+// time limit, a kernel that fails to compile or is wrong, edits outside the allow-list): a
+// daemon of their own with minimal timing, so that they run beside another end-to-end test
+// instead of in the suite's turn.
 class PipelineAroundTest : public SuiteDaemon<PipelineAroundTest> {
  public:
   static constexpr const char* kTag = "around";
@@ -111,7 +112,7 @@ TEST_F(PipelineTest, NoopAgentScoresAboutOne) {
   EXPECT_FALSE(daemon_->templateMounts().empty()) << "no mount template was kept while the daemon ran";
 }
 
-TEST_F(PipelineTest, BrokenAgentScoresZeroWithACompileReason) {
+TEST_F(PipelineAroundTest, BrokenAgentScoresZeroWithACompileReason) {
   json a = daemon_->runOne({"cpu/reduction", "--agent", "broken"});
   ASSERT_EQ(a.at("state"), "scored");
   EXPECT_FALSE(result(a).at("compiled").get<bool>());
@@ -122,7 +123,7 @@ TEST_F(PipelineTest, BrokenAgentScoresZeroWithACompileReason) {
   EXPECT_FALSE(result(a).at("gates").contains("correctness"));
 }
 
-TEST_F(PipelineTest, EditsOutsideTheAllowListAreIgnoredAndReported) {
+TEST_F(PipelineAroundTest, EditsOutsideTheAllowListAreIgnoredAndReported) {
   // Make the kernel 1% wrong, loosen the tolerances so the copy would accept it, tamper with the
   // harness copy, add a file: none of the non-editable edits may count.
   json a = daemon_->runOne({"cpu/reduction", "--agent-command",
@@ -162,7 +163,7 @@ TEST_F(PipelineAroundTest, AgentFindsNoTrustedHarnessHeldOutConfigurationsOrSolu
                                                          "4: task folder visible; 5: solution; 6: state dir";
 }
 
-TEST_F(PipelineTest, HardCodedVisibleOutputsFailFreshSeedsAndHeldOut) {
+TEST_F(PipelineAroundTest, HardCodedVisibleOutputsFailFreshSeedsAndHeldOut) {
   // The agent runs the visible harness with a seed of its own and bakes the reference's answers
   // for the visible shapes into the kernel.
   const std::string script = R"PY(
