@@ -302,7 +302,9 @@ class InputFile {
   InputFile(const TensorSet& in, const std::string& dir, bool warm) {
     const std::vector<size_t> offsets = offsetsOf(in, size_, !dir.empty());
     fd_ = dir.empty() ? sealedMemfd("akachan-inputs", size_) : sizedTmpfile(dir, size_);
-    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    // Populated: the file's pages are allocated in one pass instead of one fault per page (4 KiB
+    // in a memfd) as the copy reaches them; they hold the same bytes either way.
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map an input file: ") + std::strerror(errno));
     unsigned char* base = static_cast<unsigned char*>(p);
     for (size_t i = 0; i < in.size(); ++i) {
