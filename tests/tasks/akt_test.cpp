@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -111,6 +112,58 @@ TEST_F(AktTest, HostileSizeClaimsFailWithoutAllocating) {
   EXPECT_THROW(akt::readAkt(path("truncated.akt")), akt::Error);
   writeRaw("cut-header.akt", truncated.substr(0, 10));
   EXPECT_THROW(akt::readAkt(path("cut-header.akt")), akt::Error);
+}
+
+// The driver generates each call's inputs into the previous call's memory (BufferPool): a tensor
+// made there must read as zeros, as new memory does, whatever the block held, since a generator
+// may leave bytes unwritten and the reference regenerates the inputs into new memory.
+TEST(AktBufferPool, ARecycledBlockIsReusedAndZeroedLikeNewMemory) {
+  akt::BufferPool pool;
+  akt::Tensor old("x", akt::DType::F32, {1000});
+  std::memset(old.bytes.data(), 0xab, old.bytes.size());
+  const unsigned char* block = old.bytes.data();
+  pool.recycle(std::move(old.bytes));
+  EXPECT_EQ(old.bytes.data(), nullptr);
+
+  const akt::BufferPool::Use use(pool);
+  akt::Tensor next("y", akt::DType::I32, {1000});
+  EXPECT_EQ(next.bytes.data(), block) << "the block of the same size is taken";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(next.bytes.data()) % 64, 0u);
+  for (size_t i = 0; i < next.bytes.size(); ++i) ASSERT_EQ(next.bytes.data()[i], 0) << "byte " << i;
+  akt::Tensor another("z", akt::DType::F32, {1000});
+  EXPECT_NE(another.bytes.data(), block) << "a block is taken once";
+}
+
+TEST(AktBufferPool, OnlyBlocksOfTheSameSizeAndOnlyWhileInUse) {
+  akt::BufferPool pool;
+  akt::TensorSet set;
+  set.add(akt::Tensor("a", akt::DType::F32, {256}));
+  set.add(akt::Tensor("b", akt::DType::F64, {256}));
+  const unsigned char* a = set.at("a").bytes.data();
+  const unsigned char* b = set.at("b").bytes.data();
+  unsigned char outside[64];
+  akt::Buffer view = akt::Buffer::view(outside, sizeof outside);
+  pool.recycle(std::move(view));  // not the pool's to keep: a view owns nothing
+  pool.recycle(std::move(set));
+  EXPECT_EQ(set.size(), 0u);
+
+  akt::Buffer before(1024);  // no pool in use yet
+  EXPECT_NE(before.data(), a);
+  {
+    const akt::BufferPool::Use use(pool);
+    akt::Buffer small(64), odd(1000);
+    EXPECT_NE(small.data(), outside);
+    EXPECT_NE(odd.data(), a);
+    EXPECT_NE(odd.data(), b);
+    akt::Buffer large(2048), first(1024);
+    EXPECT_EQ(large.data(), b);
+    EXPECT_EQ(first.data(), a);
+  }
+  akt::Buffer kept(1024);
+  const unsigned char* k = kept.data();
+  pool.recycle(std::move(kept));
+  akt::Buffer after(1024);  // the Use has ended
+  EXPECT_NE(after.data(), k);
 }
 
 TEST(AktHalf, ConvertsExactlyRepresentableValuesBothWays) {

@@ -42,6 +42,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -141,6 +142,19 @@ bool sameLayout(const TensorSet& a, const TensorSet& b) {
         a.tensors[i].dims != b.tensors[i].dims)
       return false;
   return true;
+}
+
+// `set`'s names, dtypes and shapes, without its bytes.
+TensorSet shapesOf(const TensorSet& set) {
+  TensorSet s;
+  for (const Tensor& t : set.tensors) {
+    Tensor x;
+    x.name = t.name;
+    x.dtype = t.dtype;
+    x.dims = t.dims;
+    s.tensors.push_back(std::move(x));
+  }
+  return s;
 }
 
 // The worker's answer to "which outputs do you write": hostile input, checked before any of it
@@ -288,7 +302,9 @@ class InputFile {
   InputFile(const TensorSet& in, const std::string& dir, bool warm) {
     const std::vector<size_t> offsets = offsetsOf(in, size_, !dir.empty());
     fd_ = dir.empty() ? sealedMemfd("akachan-inputs", size_) : sizedTmpfile(dir, size_);
-    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    // Populated: the file's pages are allocated in one pass instead of one fault per page (4 KiB
+    // in a memfd) as the copy reaches them; they hold the same bytes either way.
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map an input file: ") + std::strerror(errno));
     unsigned char* base = static_cast<unsigned char*>(p);
     for (size_t i = 0; i < in.size(); ++i) {
@@ -411,22 +427,29 @@ class Driver {
       const auto t1 = Clock::now();
       return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
     };
-    auto fresh = [&](uint64_t s) {
-      TensorSet next = akaGenerate(config, s);
-      if (!sameLayout(next, in)) throw std::runtime_error("akaGenerate made inputs of another layout for the same configuration");
-      return next;
+    // A call's new inputs are generated into the memory of the previous call's, which only the
+    // driver ever maps (the worker gets a file made from them, after the previous call is done):
+    // fresh memory would be faulted in page by page on every call, and cost more than generating
+    // the inputs. The blocks are zeroed as new ones are, so the generator makes the same bytes.
+    const TensorSet shapes = shapesOf(in);
+    akt::BufferPool previousInputs;
+    auto renew = [&](uint64_t s) {
+      previousInputs.recycle(std::move(in));
+      const akt::BufferPool::Use use(previousInputs);
+      in = akaGenerate(config, s);
+      if (!sameLayout(in, shapes)) throw std::runtime_error("akaGenerate made inputs of another layout for the same configuration");
     };
 
     if (!g.checkCalls.empty()) {
       for (size_t i = 0; i < g.checkCalls.size(); ++i) {
-        if (i) in = fresh(g.checkCalls[i].second);
+        if (i) renew(g.checkCalls[i].second);
         call(akachan::kCall, in);
         kept_.push_back({g.checkCalls[i].first, g.config, g.checkCalls[i].second, readBack});
         ++times.kept;
       }
     } else {
       for (int i = 0; i < g.warmup; ++i) {
-        if (i) in = fresh(secureRandom());
+        if (i) renew(secureRandom());
         call(akachan::kCall, in);
       }
       const int total = g.samples + g.empty;
@@ -440,7 +463,7 @@ class Driver {
           continue;
         }
         seed = secureRandom();
-        in = fresh(seed);
+        renew(seed);
         times.samples.push_back(call(akachan::kCall, in));
         times.inproc.push_back(static_cast<int64_t>(region.header().inprocNs));
         if (coin(g.keep)) {
@@ -600,14 +623,30 @@ void writeJson(const std::string& path, const json& j) {
 
 // After the worker is gone: the reference's answers for the kept calls, from inputs generated
 // again from their seeds, beside the outputs the worker gave. Copies of a group that is not
-// verified (the baseline's) are dropped.
+// verified (the baseline's) are dropped. A kept call's inputs and reference outputs are made in
+// the memory of the previous kept call's of the same configuration, as in the timed calls.
 void writeVerification(const std::string& outDir, std::vector<KeptCall>& kept) {
   json cases = json::array();
+  std::optional<akt::BufferPool> previous;  // one configuration's: its blocks fit no other's
+  const json* previousConfig = nullptr;
+  TensorSet in, ref;
   for (KeptCall& k : kept) {
     if (!k.verify) continue;
     Config config(k.config);
-    TensorSet in = akaGenerate(config, k.seed);
-    writeVerified(outDir + "/" + k.name + ".ref.akt", akaReference(config, in), k.pick);
+    if (!previousConfig || *previousConfig != k.config) {
+      in = TensorSet();
+      ref = TensorSet();
+      previous.emplace();
+      previousConfig = &k.config;
+    }
+    previous->recycle(std::move(in));
+    previous->recycle(std::move(ref));
+    {
+      const akt::BufferPool::Use use(*previous);
+      in = akaGenerate(config, k.seed);
+      ref = akaReference(config, in);
+    }
+    writeVerified(outDir + "/" + k.name + ".ref.akt", ref, k.pick);
     akt::writeAkt(outDir + "/" + k.name + ".out.akt", k.outputs);
     k.outputs = TensorSet();
     cases.push_back({{"name", k.name}, {"config", k.config}});

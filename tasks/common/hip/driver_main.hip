@@ -60,6 +60,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
