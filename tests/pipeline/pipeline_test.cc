@@ -266,7 +266,10 @@ TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   EXPECT_NE(again.at("result").at("seeds"), result(a).at("seeds")) << "a re-score draws fresh seeds";
   const double s1 = result(a).at("speedup"), s2 = again.at("result").at("speedup");
   EXPECT_GT(s2, 1.0);
-  EXPECT_LT(std::abs(s1 - s2) / s1, 0.5) << s1 << " vs " << s2;
+  // Within a factor of 2 either way: with this suite's quick timing (10 x 2 calls), 26 scorings
+  // of this attempt on a 2-CPU VM read 2.97x to 5.06x (a ratio of 1.70). A re-score that lost
+  // the kernel reads about 1x against about 4x, and fails here and above.
+  EXPECT_LT(std::max(s1, s2) / std::min(s1, s2), 2.0) << s1 << " vs " << s2;
 
   // The store lists it with its attempt, shows its entries, and hands it out for checking.
   json listed = daemon_->ctlJson({"snapshot", "list"});
