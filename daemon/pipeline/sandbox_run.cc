@@ -229,10 +229,14 @@ Result<SandboxOutcome> runSandbox(const SandboxRequest& request, SandboxCancelle
   UniqueFd nullFd(devNull);
 
   // Between fork and exec only async-signal-safe calls: the daemon is multi-threaded.
+  const pid_t daemonPid = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return errnoError("cannot fork to start akabox");
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed daemon takes its sandboxes with it
+    // A daemon killed between the fork and the prctl sends no signal: the child then has a
+    // new parent already, and must not go on to run a sandbox nobody waits for.
+    if (::getppid() != daemonPid) ::_exit(127);
     if (nullFd.get() >= 0) ::dup2(nullFd.get(), 0);
     ::dup2(writeEnd.get(), 3);  // dup2 clears FD_CLOEXEC on the copy
     if (envFd.get() >= 0) ::dup2(envFd.get(), 4);

@@ -53,6 +53,17 @@ inline std::vector<pid_t> processesMentioning(const std::string& marker) {
   return out;
 }
 
+// The pids and command lines of `pids`, for a failure message.
+inline std::string describeProcesses(const std::vector<pid_t>& pids) {
+  std::string out;
+  for (pid_t pid : pids) {
+    std::string cmd = readFile(fs::path("/proc") / std::to_string(pid) / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    out += "\n  " + std::to_string(pid) + ": " + cmd.substr(0, 400);
+  }
+  return out;
+}
+
 // A copy of the repository's tasks into `dest` whose timing plans make `samples` x `rounds`
 // timed calls per configuration (after `warmup` untimed ones; -1 keeps the task's) instead of
 // 30 x 3 (CPU) or 200 x 2 (GPU); everything else, the harnesses and the scorer's rules (fresh
@@ -175,7 +186,8 @@ class PipelineDaemon {
   void expectNothingLeft() {
     const std::string marker = paths_.stateDir.string();
     for (int i = 0; i < 50 && !processesMentioning(marker).empty(); ++i) std::this_thread::sleep_for(100ms);
-    EXPECT_TRUE(processesMentioning(marker).empty()) << "a sandbox process outlived its attempt";
+    const auto left = processesMentioning(marker);
+    EXPECT_TRUE(left.empty()) << "a sandbox process outlived its attempt:" << describeProcesses(left);
     EXPECT_TRUE(cgroupsUnder(parent_).empty()) << "a sandbox cgroup was left under " << parent_;
     EXPECT_TRUE(mountsUnder(paths_.stateDir / "attempts").empty()) << "a workspace file system was left mounted";
   }
