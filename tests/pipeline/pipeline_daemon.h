@@ -33,6 +33,13 @@ inline std::string readFile(const fs::path& p) {
   return ss.str();
 }
 
+// A process's command line, its arguments joined by spaces ("" once it is gone).
+inline std::string commandLineOf(const std::string& pid) {
+  std::string cmd = readFile(fs::path("/proc") / pid / "cmdline");
+  std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+  return cmd;
+}
+
 // Processes whose command line mentions `marker` (the test's state dir): akabox and whatever
 // runs in its sandboxes carries the attempt's paths in its arguments.
 inline std::vector<pid_t> processesMentioning(const std::string& marker) {
@@ -43,8 +50,7 @@ inline std::vector<pid_t> processesMentioning(const std::string& marker) {
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
-    std::string cmd = readFile(fs::path("/proc") / e->d_name / "cmdline");
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    const std::string cmd = commandLineOf(e->d_name);
     if (cmd.find(marker) != std::string::npos && cmd.find("akad ") == std::string::npos &&
         cmd.find("/akad --socket") == std::string::npos)
       out.push_back(static_cast<pid_t>(pid));
@@ -53,14 +59,16 @@ inline std::vector<pid_t> processesMentioning(const std::string& marker) {
   return out;
 }
 
+// processesMentioning(marker) after waiting up to 5 s for them to go.
+inline std::vector<pid_t> processesLeftMentioning(const std::string& marker) {
+  for (int i = 0; i < 50 && !processesMentioning(marker).empty(); ++i) std::this_thread::sleep_for(100ms);
+  return processesMentioning(marker);
+}
+
 // The pids and command lines of `pids`, for a failure message.
 inline std::string describeProcesses(const std::vector<pid_t>& pids) {
   std::string out;
-  for (pid_t pid : pids) {
-    std::string cmd = readFile(fs::path("/proc") / std::to_string(pid) / "cmdline");
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    out += "\n  " + std::to_string(pid) + ": " + cmd.substr(0, 400);
-  }
+  for (pid_t pid : pids) out += "\n  " + std::to_string(pid) + ": " + commandLineOf(std::to_string(pid)).substr(0, 400);
   return out;
 }
 
@@ -184,9 +192,7 @@ class PipelineDaemon {
   }
 
   void expectNothingLeft() {
-    const std::string marker = paths_.stateDir.string();
-    for (int i = 0; i < 50 && !processesMentioning(marker).empty(); ++i) std::this_thread::sleep_for(100ms);
-    const auto left = processesMentioning(marker);
+    const auto left = processesLeftMentioning(paths_.stateDir.string());
     EXPECT_TRUE(left.empty()) << "a sandbox process outlived its attempt:" << describeProcesses(left);
     EXPECT_TRUE(cgroupsUnder(parent_).empty()) << "a sandbox cgroup was left under " << parent_;
     EXPECT_TRUE(mountsUnder(paths_.stateDir / "attempts").empty()) << "a workspace file system was left mounted";

@@ -636,9 +636,7 @@ TEST(PipelineRestartTest, Kill9MidRunThenRestartScoresEveryAttemptExactlyOnce) {
   ASSERT_TRUE(waitForStage(d, id, "performance")) << "the run never reached a performance gate";
   d.kill9();
   // The sandboxes die with the daemon (PR_SET_PDEATHSIG); their cgroups are cleaned at restart.
-  for (int i = 0; i < 50 && !processesMentioning(d.paths().stateDir.string()).empty(); ++i)
-    std::this_thread::sleep_for(100ms);
-  const auto left = processesMentioning(d.paths().stateDir.string());
+  const auto left = processesLeftMentioning(d.paths().stateDir.string());
   EXPECT_TRUE(left.empty()) << "outlived the daemon:" << describeProcesses(left);
   // Its mount templates stay (nobody removed them); the next daemon removes them first.
   const auto kept = d.templateMounts();
