@@ -140,6 +140,15 @@ class SlurmExecutorTest : public ::testing::Test {
   fs::path shared_, nodeCache_;
 };
 
+// An agent command that works (sleeps) until `fromNow` after this call, however often Slurm
+// starts it: a requeued or resubmitted attempt waits only for what is left, not the whole time
+// again.
+std::string agentWorkingUntil(std::chrono::seconds fromNow) {
+  const auto until = std::chrono::duration_cast<std::chrono::seconds>(
+                         (std::chrono::system_clock::now() + fromNow).time_since_epoch()).count();
+  return "left=$((" + std::to_string(until) + " - $(date +%s))); if [ $left -gt 0 ]; then sleep $left; fi";
+}
+
 // The events of one attempt, oldest first.
 json eventsOf(PipelineDaemon& d, const std::string& run, std::int64_t attempt) {
   auto r = d.ctl({"--json", "watch", run}, 60s);
@@ -239,12 +248,7 @@ TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScor
   PipelineDaemon& d = *daemon_;
   // An agent that outlives the time Slurm takes to see the node gone (about 30 s here): a
   // quick attempt could finish before the node is marked down, and nothing would be requeued.
-  // It works until 90 s after the submission, so the requeued run waits only what is left of
-  // that instead of 90 s again.
-  const std::string until = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                               std::chrono::system_clock::now().time_since_epoch()).count() + 90);
-  const std::string run = d.submit({"cpu/softmax", "--agent-command",
-                                    "left=$((" + until + " - $(date +%s))); if [ $left -gt 0 ]; then sleep $left; fi"});
+  const std::string run = d.submit({"cpu/softmax", "--agent-command", agentWorkingUntil(90s)});
   // Until the node runs the attempt's stages.
   std::string job;
   for (int i = 0; i < 240; ++i) {
@@ -324,7 +328,9 @@ TEST_F(SlurmExecutorTest, ADaemonThatDiesLeavesItsJobRunningAndTheNextOneFollows
 // fresh state over the same shared area) has its job cancelled and is removed at start-up.
 TEST_F(SlurmExecutorTest, AJobThatNoAttemptOwnsIsCancelledAtStartUp) {
   PipelineDaemon& d = *daemon_;
-  const std::string run = d.submit({"cpu/softmax", "--agent-command", "sleep 60"});
+  // Its job must still run while the other front end starts (seconds); the attempt that the
+  // first front end submits again afterwards waits only for what is left.
+  const std::string run = d.submit({"cpu/softmax", "--agent-command", agentWorkingUntil(40s)});
   const std::string job = waitOnNode(d, run);
   ASSERT_FALSE(job.empty()) << "the attempt never started on the node";
   d.kill9();
