@@ -8,8 +8,10 @@ program=$1
 shift
 (($# > 0)) || { echo "side_by_side.sh: no gtest filter given" >&2; exit 2; }
 out=$(mktemp -d /tmp/akad-side-by-side.XXXXXX)
-trap 'rm -rf "$out"' EXIT
 pids=()
+trap 'rm -rf "$out"' EXIT
+# Stopped (ctest's timeout, ^C): the processes it started go too, by their pids.
+trap '((${#pids[@]})) && kill -TERM "${pids[@]}" 2>/dev/null; wait; exit 143' TERM INT
 for ((i = 1; i <= $#; i++)); do
   "$program" --gtest_filter="${!i}" >"$out/$i.txt" 2>&1 &
   pids+=($!)
