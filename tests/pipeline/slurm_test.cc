@@ -149,6 +149,17 @@ std::string agentWorkingUntil(std::chrono::seconds fromNow) {
   return "left=$((" + std::to_string(until) + " - $(date +%s))); if [ $left -gt 0 ]; then sleep $left; fi";
 }
 
+// Until the attempt's stages run on the node; its job id.
+std::string waitOnNode(PipelineDaemon& d, const std::string& run) {
+  for (int i = 0; i < 240; ++i) {
+    json a = d.ctlJson({"status", run}).at("attempts").at(0);
+    const std::string stage = a.value("stage", json("")).is_string() ? a.value("stage", std::string()) : "";
+    if (a.at("executor_job").is_string() && !stage.empty() && stage.rfind("slurm:", 0) != 0) return a.at("executor_job");
+    std::this_thread::sleep_for(250ms);
+  }
+  return "";
+}
+
 // The events of one attempt, oldest first.
 json eventsOf(PipelineDaemon& d, const std::string& run, std::int64_t attempt) {
   auto r = d.ctl({"--json", "watch", run}, 60s);
@@ -249,17 +260,7 @@ TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScor
   // An agent that outlives the time Slurm takes to see the node gone (about 30 s here): a
   // quick attempt could finish before the node is marked down, and nothing would be requeued.
   const std::string run = d.submit({"cpu/softmax", "--agent-command", agentWorkingUntil(90s)});
-  // Until the node runs the attempt's stages.
-  std::string job;
-  for (int i = 0; i < 240; ++i) {
-    json a = d.ctlJson({"status", run}).at("attempts").at(0);
-    const std::string stage = a.value("stage", json("")).is_string() ? a.value("stage", std::string()) : "";
-    if (a.at("executor_job").is_string() && !stage.empty() && stage.rfind("slurm:", 0) != 0) {
-      job = a.at("executor_job");
-      break;
-    }
-    std::this_thread::sleep_for(250ms);
-  }
+  const std::string job = waitOnNode(d, run);
   ASSERT_FALSE(job.empty()) << "the attempt never started on the node";
   const std::string node = jobField(job, "NodeList");
   ASSERT_FALSE(node.empty());
@@ -283,17 +284,6 @@ TEST_F(SlurmExecutorTest, ANodeThatFailsDuringAnAttemptLeadsToARequeueAndOneScor
     if (e.value("kind", std::string()) == "attempt.state" && e.value("data", json::object()).value("state", std::string()) == "scored")
       ++scored;
   EXPECT_EQ(scored, 1);
-}
-
-// Until the attempt's stages run on the node; its job id.
-std::string waitOnNode(PipelineDaemon& d, const std::string& run) {
-  for (int i = 0; i < 240; ++i) {
-    json a = d.ctlJson({"status", run}).at("attempts").at(0);
-    const std::string stage = a.value("stage", json("")).is_string() ? a.value("stage", std::string()) : "";
-    if (a.at("executor_job").is_string() && !stage.empty() && stage.rfind("slurm:", 0) != 0) return a.at("executor_job");
-    std::this_thread::sleep_for(250ms);
-  }
-  return "";
 }
 
 // A front end that dies (kill -9, no stop) leaves its Slurm jobs running; the next daemon on the
