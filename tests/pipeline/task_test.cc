@@ -384,7 +384,8 @@ namespace {
 
 // The hip harness builds on the cpp one (tasks/common/hip/BASE): the scorer's assembly of a
 // hip2hip task must be complete, and with nvcc present (CUDA 13 here) it must compile with
-// the cuda-hip image's hipcc.
+// the cuda-hip image's hipcc as the scorer compiles it: the common objects shared, then the
+// trusted build, then a candidate's kernel alone.
 TEST(RepositoryTasks, HipTaskAssembledByTheScorerCompilesWithCudaHip) {
   auto task = loadTask(fs::path(AKAD_SOURCE_TASKS) / "hip2hip" / "gelu");
   ASSERT_TRUE(task) << task.error().message;
@@ -402,15 +403,42 @@ TEST(RepositoryTasks, HipTaskAssembledByTheScorerCompilesWithCudaHip) {
     fs::remove_all(dir);
     GTEST_SKIP() << "no nvcc at /usr/local/cuda/bin: the cuda-hip image cannot compile here";
   }
-  const std::string cmd = "cd " + dir.string() + " && PATH=" + std::string(AKAD_SOURCE_TASKS) +
-                          "/../images/cuda-hip/bin:/usr/local/cuda/bin:$PATH make -s -f harness/Makefile reference runner > build.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log(dir / "build.log");
-  std::stringstream ss;
-  ss << log.rdbuf();
-  EXPECT_EQ(rc, 0) << ss.str();
+  // As the scorer builds it: the harness's common objects once (from the layers alone), then the
+  // task's trusted build linking them, then a candidate's compile linking both.
+  const fs::path common = dir.string() + "-common";
+  fs::remove_all(common);
+  fs::create_directories(common / "harness");
+  for (const char* layer : {"cpp", "hip"})
+    for (const auto& e : fs::directory_iterator(fs::path(AKAD_SOURCE_TASKS) / "common" / layer))
+      if (e.path().filename() != "BASE") fs::copy(e.path(), common / "harness" / e.path().filename(), fs::copy_options::overwrite_existing);
+  const std::string env = "PATH=" + std::string(AKAD_SOURCE_TASKS) + "/../images/cuda-hip/bin:/usr/local/cuda/bin:$PATH ";
+  const auto build = [&](const fs::path& where, const std::string& vars, const std::string& targets) {
+    const std::string cmd = "cd " + where.string() + " && " + env + vars + " make -s -f harness/Makefile " + targets + " > build.log 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream log(where / "build.log");
+    std::stringstream ss;
+    ss << log.rdbuf();
+    EXPECT_EQ(rc, 0) << targets << ":\n" << ss.str();
+  };
+  build(common, "", "common");
+  build(dir, "AKA_COMMON=" + common.string(), "reference runner");
   EXPECT_TRUE(fs::exists(dir / "runner"));
   EXPECT_TRUE(fs::exists(dir / "reference"));
+  EXPECT_TRUE(fs::exists(dir / "driver"));
+  for (const char* shared : {"driver_main.o", "runner_main.o", "reference_main.o"}) {
+    EXPECT_TRUE(fs::exists(common / "build" / "obj" / shared)) << shared;
+    EXPECT_FALSE(fs::exists(dir / "build" / "obj" / shared)) << shared << " must come from the common build";
+  }
+  const fs::path candidate = dir.string() + "-candidate";
+  fs::remove_all(candidate);
+  fs::create_directories(candidate);
+  fs::copy(dir / "harness", candidate / "harness");
+  fs::copy(dir / "kernel.hip", candidate / "kernel.hip");
+  build(candidate, "AKA_COMMON=" + common.string() + " AKA_TRUSTED=" + dir.string(), "runner");
+  EXPECT_TRUE(fs::exists(candidate / "runner"));
+  EXPECT_FALSE(fs::exists(candidate / "build" / "obj" / "invoke.o")) << "invoke.o must come from the trusted build";
+  fs::remove_all(common);
+  fs::remove_all(candidate);
   fs::remove_all(dir);
 }
 
