@@ -153,8 +153,10 @@ std::string agentWorkingUntil(std::chrono::seconds fromNow) {
 std::string waitOnNode(PipelineDaemon& d, const std::string& run) {
   for (int i = 0; i < 240; ++i) {
     json a = d.ctlJson({"status", run}).at("attempts").at(0);
-    const std::string stage = a.value("stage", json("")).is_string() ? a.value("stage", std::string()) : "";
-    if (a.at("executor_job").is_string() && !stage.empty() && stage.rfind("slurm:", 0) != 0) return a.at("executor_job");
+    const json stage = a.value("stage", json());
+    if (a.at("executor_job").is_string() && stage.is_string() && !stage.get<std::string>().empty() &&
+        stage.get<std::string>().rfind("slurm:", 0) != 0)
+      return a.at("executor_job");
     std::this_thread::sleep_for(250ms);
   }
   return "";

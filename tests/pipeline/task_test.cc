@@ -407,10 +407,7 @@ TEST(RepositoryTasks, HipTaskAssembledByTheScorerCompilesWithCudaHip) {
   // task's trusted build linking them, then a candidate's compile linking both.
   const fs::path common = dir.string() + "-common";
   fs::remove_all(common);
-  fs::create_directories(common / "harness");
-  for (const char* layer : {"cpp", "hip"})
-    for (const auto& e : fs::directory_iterator(fs::path(AKAD_SOURCE_TASKS) / "common" / layer))
-      if (e.path().filename() != "BASE") fs::copy(e.path(), common / "harness" / e.path().filename(), fs::copy_options::overwrite_existing);
+  ASSERT_TRUE(assembleHarnessLayers(AKAD_SOURCE_TASKS, task->harness, /*own=*/{}, common / "harness"));
   const std::string env = "PATH=" + std::string(AKAD_SOURCE_TASKS) + "/../images/cuda-hip/bin:/usr/local/cuda/bin:$PATH ";
   const auto build = [&](const fs::path& where, const std::string& vars, const std::string& targets) {
     const std::string cmd = "cd " + where.string() + " && " + env + vars + " make -s -f harness/Makefile " + targets + " > build.log 2>&1";
