@@ -44,9 +44,9 @@ A window of calls, on the driver's clock (time.perf_counter_ns; docs/scoring.md,
     ~140 us);
  2. T0; send the pool's descriptor; per call: name its set and output set in the header, go;
  3. the worker (mapping the pool at the first call) calls invoke.invoke(kernel, config, inputs,
-    outputs), synchronises its device and posts done (synced windows, the default); with
-    AKA_WINDOW=queued it synchronises only at the window's last call, before that call's done,
-    and writes its own event time for the window to inprocNs;
+    outputs), synchronises only at the window's last call (queued windows, the default), before that
+    call's done, and writes its own event time for the window to inprocNs; with
+    AKA_WINDOW=synced it synchronises its device after every call and posts done;
  4. read random pieces of every call's output into page-locked memory through a copy engine
     (Sample; no context switch); T1. The sample is (T1 - T0) / calls.
 Nothing about a call's inputs exists anywhere the worker can reach before T0. Work the worker
@@ -393,12 +393,11 @@ class Driver:
         self.kept = []
         self.kept_gpu_bytes = 0
         self.timed_calls = 0
-        # Synced windows (a synchronisation after every call) unless AKA_WINDOW=queued: a call
-        # launched from Python costs more host time than many of the tasks' kernels take on the
-        # GPU (the worker's own loop alone 72-82 us a call on the H200), so queued calls time the
-        # host's launches, not the kernels (docs/scoring.md, "Synced windows";
-        # scripts/device-python-driver times both).
-        self.queued = os.environ.get("AKA_WINDOW") == "queued"
+        # Queued windows (calls back to back, one synchronisation at the window's last call)
+        # unless AKA_WINDOW=synced: since one strided copy per piece reads a queued window's
+        # outputs, queued speedups track do_bench's and synced ones read 13-33% below it
+        # (docs/scoring.md, "Queued and synced windows"; scripts/device-python-driver times both).
+        self.queued = os.environ.get("AKA_WINDOW") != "synced"
 
     def send(self, msg, fd=None):
         try:
