@@ -57,6 +57,18 @@ class PipelineTest : public ::testing::Test {
 };
 PipelineDaemon* PipelineTest::daemon_ = nullptr;
 
+// The scorer's verdicts through the daemon that need quick timing but no quiet machine: a kernel
+// that caches across the timed calls, a re-score of a snapshot (within a factor of 2 of the
+// original, which a loaded machine keeps: both scorings pair baseline and candidate in ABBA
+// rounds, and the reference kernels are single-threaded) and `tasks validate`. A daemon of their
+// own, with the shared trusted cache, so that they run beside other end-to-end tests instead of
+// in the CPU suite's turn.
+class PipelineScorerTest : public SuiteDaemon<PipelineScorerTest> {
+ public:
+  static constexpr const char* kTag = "scorer";
+  static constexpr PipelineDaemon::Timing kTiming = PipelineDaemon::Timing::Quick;
+};
+
 // What happens around an attempt that looks at no figure of it (what the agent can see, its
 // time limit, a kernel that fails to compile or is wrong, edits outside the allow-list): a
 // daemon of their own with minimal timing, so that they run beside another end-to-end test
@@ -203,7 +215,7 @@ open('kernel.cpp', 'w').write('\n'.join(src) + '\n')
   EXPECT_EQ(result(a).at("score").get<double>(), 20.0);
 }
 
-TEST_F(PipelineTest, CachingResultsAcrossCallsFailsTheTimedCallCheck) {
+TEST_F(PipelineScorerTest, CachingResultsAcrossCallsFailsTheTimedCallCheck) {
   // Correct on the few calls per shape of a correctness run, but once the same shape comes five
   // times in a row (a benchmark loop) it returns the remembered answer. (Keyed on the shape, not
   // the input's address: every call's inputs are a fresh mapping, which the kernel often places
@@ -249,7 +261,7 @@ TEST_F(PipelineAroundTest, AgentPastItsTimeLimitIsKilledAndItsPartialWorkspaceSc
   EXPECT_TRUE(result(a).at("correct").get<bool>());
 }
 
-TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
+TEST_F(PipelineScorerTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   json a = daemon_->runOne({"cpu/reduction", "--agent", "reference"});
   ASSERT_EQ(a.at("state"), "scored");
   const std::string sha = result(a).at("snapshot");
@@ -285,7 +297,7 @@ TEST_F(PipelineTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   EXPECT_EQ(verified.exitCode, 0) << verified.err << verified.out;
 }
 
-TEST_F(PipelineTest, TasksValidateScoresBaselineSolutionAndBrokenThroughTheScorer) {
+TEST_F(PipelineScorerTest, TasksValidateScoresBaselineSolutionAndBrokenThroughTheScorer) {
   // An impossible bar makes the command fail while every other verdict is still visible.
   auto r = daemon_->ctl({"--json", "tasks", "validate", "cpu/reduction", "--min-speedup", "1000"}, 600s);
   EXPECT_EQ(r.exitCode, 1) << r.err;
@@ -307,7 +319,7 @@ TEST_F(PipelineTest, TasksValidateScoresBaselineSolutionAndBrokenThroughTheScore
   EXPECT_NE(t.at("problems").at(0).get<std::string>().find("not above 1000"), std::string::npos);
 }
 
-TEST_F(PipelineTest, InvalidSubmissionsAreRefusedAndTheDaemonCarriesOn) {
+TEST_F(PipelineScorerTest, InvalidSubmissionsAreRefusedAndTheDaemonCarriesOn) {
   EXPECT_EQ(daemon_->ctl({"submit", "cpu/reduction", "--agent", "nosuchagent"}).exitCode, 1);
   EXPECT_EQ(daemon_->ctl({"submit", "nosuchsuite"}).exitCode, 1);
   EXPECT_EQ(daemon_->ctl({"reproduce", std::string(64, 'a')}).exitCode, 1);
