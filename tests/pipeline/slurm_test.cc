@@ -154,9 +154,8 @@ std::string waitOnNode(PipelineDaemon& d, const std::string& run) {
   for (int i = 0; i < 240; ++i) {
     json a = d.ctlJson({"status", run}).at("attempts").at(0);
     const json stage = a.value("stage", json());
-    if (a.at("executor_job").is_string() && stage.is_string() && !stage.get<std::string>().empty() &&
-        stage.get<std::string>().rfind("slurm:", 0) != 0)
-      return a.at("executor_job");
+    const std::string name = stage.is_string() ? stage.get<std::string>() : "";
+    if (a.at("executor_job").is_string() && !name.empty() && name.rfind("slurm:", 0) != 0) return a.at("executor_job");
     std::this_thread::sleep_for(250ms);
   }
   return "";
