@@ -12,6 +12,10 @@ namespace akad {
 nlohmann::json plainScalarToJson(const std::string& text) {
   if (text == "true") return true;
   if (text == "false") return false;
+  // Both number grammars below start with a sign, a digit or a point: anything else is text
+  // without the regexes' cost (a file of a million aliased words took seconds in them).
+  if (text.empty() || (text[0] != '-' && text[0] != '+' && text[0] != '.' && (text[0] < '0' || text[0] > '9')))
+    return text;
   static const std::regex integer("[-+]?[0-9]+");
   static const std::regex decimal("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
   if (std::regex_match(text, integer)) {
