@@ -203,22 +203,27 @@ TEST(AgentCliTest, CodexEditsTheKernelThroughTheProxyAndScoresFaster) {
 // public API through the proxy, and only there. The network log holds its CONNECT to
 // api.anthropic.com:443 / api.openai.com:443 (refused where the name does not resolve, as on an
 // offline machine; connected, and answered 401 for the fake key, where it does), and no
-// connection to anything else. The agent's time is cut short: the CLIs retry for minutes.
+// connection to anything else. The agent's time is cut short: the CLIs retry for minutes. The
+// two run at once (two workers), each in its own attempt: they mostly wait on their retries.
 TEST(AgentCliTest, WithoutAnOverrideEachCliAsksTheProxyForItsPublicApiOnly) {
   for (const char* program : {"claude", "codex"})
     if (auto why = cliProblem(program); !why.empty()) GTEST_SKIP() << why;
   PipelineDaemon d("public", PipelineDaemon::Timing::Minimal);
-  d.start();
+  d.start({"--workers", "2"});
   struct Case {
-    std::string agent, keyVar, api;
+    std::string agent, keyVar, api, run;
   };
-  for (const Case& c : {Case{"claude-code", "ANTHROPIC_API_KEY", "api.anthropic.com"},
-                        Case{"codex", "OPENAI_API_KEY", "api.openai.com"}}) {
+  std::vector<Case> cases = {{"claude-code", "ANTHROPIC_API_KEY", "api.anthropic.com", ""},
+                             {"codex", "OPENAI_API_KEY", "api.openai.com", ""}};
+  for (Case& c : cases) {
     auto r = runCommand({akactlBinary().string(), "--socket", d.paths().socket.string(), "--json", "submit",
                          "cpu/softmax", "--agent", c.agent, "--pass-env", c.keyVar, "--agent-time-limit", "20"},
                         {c.keyVar + "=akad-test-key"}, 60s);
     ASSERT_EQ(r.exitCode, 0) << r.err << r.out;
-    json attempts = d.waitRun(json::parse(r.out).at("run").at("id"), 600s);
+    c.run = json::parse(r.out).at("run").at("id");
+  }
+  for (const Case& c : cases) {
+    json attempts = d.waitRun(c.run, 600s);
     ASSERT_EQ(attempts.size(), 1u);
     const std::string id = std::to_string(attempts.at(0).at("id").get<long>());
     ASSERT_EQ(attempts.at(0).at("state"), "scored") << attempts.at(0).dump();
