@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <regex>
+#include <string_view>
 
 #include "common/yaml_file.h"
 
@@ -14,8 +15,7 @@ nlohmann::json plainScalarToJson(const std::string& text) {
   if (text == "false") return false;
   // Both number grammars below start with a sign, a digit or a point: anything else is text
   // without the regexes' cost (a file of a million aliased words took seconds in them).
-  if (text.empty() || (text[0] != '-' && text[0] != '+' && text[0] != '.' && (text[0] < '0' || text[0] > '9')))
-    return text;
+  if (text.empty() || std::string_view("+-.0123456789").find(text[0]) == std::string_view::npos) return text;
   static const std::regex integer("[-+]?[0-9]+");
   static const std::regex decimal("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
   if (std::regex_match(text, integer)) {
