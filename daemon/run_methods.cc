@@ -6,6 +6,7 @@
 #include "common/protocol.h"
 #include "daemon/gpu_leases.h"
 #include "daemon/held_out_view.h"
+#include "daemon/method_checks.h"
 #include "daemon/pipeline/agent.h"
 #include "daemon/pipeline/egress_proxy.h"
 #include "daemon/pipeline/image.h"
@@ -24,32 +25,30 @@ constexpr std::int64_t kMaxAttemptsPerRun = 10000;
 constexpr std::size_t kMaxLabel = 200;
 constexpr std::size_t kMaxAgentCommand = 64 * 1024;
 
-Error invalid(const std::string& message) { return Error{message, proto::kInvalidParams}; }
-
 // options: agent_time_limit_s (number > 0), gpu_model (string), credentials (object of strings,
 // kept in memory by the executor and never stored).
 Status checkRunOptions(const json& options) {
   for (const auto& [key, value] : options.items()) {
     if (key == "agent_time_limit_s") {
       if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > 86400)
-        return invalid("option \"agent_time_limit_s\" must be a number of seconds in (0, 86400]");
+        return invalidParams("option \"agent_time_limit_s\" must be a number of seconds in (0, 86400]");
     } else if (key == "gpu_model") {
       if (!value.is_string() || value.get<std::string>().size() > 128)
-        return invalid("option \"gpu_model\" must be a string");
+        return invalidParams("option \"gpu_model\" must be a string");
     } else if (key == "network") {
       if (!value.is_string() || !parseNetworkLevel(value.get<std::string>()))
-        return invalid("option \"network\" must be \"none\", \"allow\" or \"host\" (it may only narrow the agent's)");
+        return invalidParams("option \"network\" must be \"none\", \"allow\" or \"host\" (it may only narrow the agent's)");
     } else if (key == "allow") {
-      if (!value.is_array() || value.size() > 100) return invalid("option \"allow\" must be a list of host:port entries");
+      if (!value.is_array() || value.size() > 100) return invalidParams("option \"allow\" must be a list of host:port entries");
       for (const auto& e : value)
         if (!e.is_string() || !parseEgressRule(e.get<std::string>()))
-          return invalid("option \"allow\" must be a list of host:port entries, got " + e.dump());
+          return invalidParams("option \"allow\" must be a list of host:port entries, got " + e.dump());
     } else if (key == "credentials") {
-      if (!value.is_object()) return invalid("option \"credentials\" must be an object of strings");
+      if (!value.is_object()) return invalidParams("option \"credentials\" must be an object of strings");
       for (const auto& [k, v] : value.items())
-        if (!v.is_string() || k.empty() || k.size() > 128) return invalid("option \"credentials\" must map names to strings");
+        if (!v.is_string() || k.empty() || k.size() > 128) return invalidParams("option \"credentials\" must map names to strings");
     } else {
-      return invalid("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials, network, allow)");
+      return invalidParams("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials, network, allow)");
     }
   }
   return {};
@@ -58,20 +57,20 @@ Status checkRunOptions(const json& options) {
 // "tasks": a non-empty list of selectors (cpu, cpu/softmax).
 Result<std::vector<std::string>> readSelectors(const json& params) {
   auto tasks = params.find("tasks");
-  if (tasks == params.end()) return invalid("missing parameter \"tasks\" (e.g. [\"cpu\"] or [\"cpu/softmax\"])");
+  if (tasks == params.end()) return invalidParams("missing parameter \"tasks\" (e.g. [\"cpu\"] or [\"cpu/softmax\"])");
   if (!tasks->is_array() || tasks->empty()) {
-    return invalid("parameter \"tasks\" must be a non-empty array of task selectors, got " +
+    return invalidParams("parameter \"tasks\" must be a non-empty array of task selectors, got " +
                    std::string(tasks->type_name()));
   }
   if (tasks->size() > kMaxSelectors) {
-    return invalid("parameter \"tasks\" has " + std::to_string(tasks->size()) + " selectors; the limit is " +
+    return invalidParams("parameter \"tasks\" has " + std::to_string(tasks->size()) + " selectors; the limit is " +
                    std::to_string(kMaxSelectors));
   }
   std::vector<std::string> selectors;
   for (std::size_t i = 0; i < tasks->size(); ++i) {
     const json& t = (*tasks)[i];
     if (!t.is_string()) {
-      return invalid("parameter \"tasks\"[" + std::to_string(i) + "] must be a string, got " + t.type_name());
+      return invalidParams("parameter \"tasks\"[" + std::to_string(i) + "] must be a string, got " + t.type_name());
     }
     selectors.push_back(t.get<std::string>());
   }
@@ -81,7 +80,7 @@ Result<std::vector<std::string>> readSelectors(const json& params) {
 Result<json> readOptions(const json& params) {
   json options = json::object();
   if (auto o = params.find("options"); o != params.end() && !o->is_null()) {
-    if (!o->is_object()) return invalid("parameter \"options\" must be an object, got " + std::string(o->type_name()));
+    if (!o->is_object()) return invalidParams("parameter \"options\" must be an object, got " + std::string(o->type_name()));
     options = *o;
   }
   if (auto s = checkRunOptions(options); !s) return s.error();
@@ -92,12 +91,12 @@ Result<json> readOptions(const json& params) {
 // by the executor), and its image is installed (refused now, not attempt by attempt).
 Status checkNamedAgent(const DaemonContext& ctx, const std::string& name, const json& options) {
   auto a = findAgent(ctx.agentsDir, name);
-  if (!a) return invalid(a.error().message);
-  if (auto s = applyRunNetwork(*a, options); !s) return invalid(s.error().message);
+  if (!a) return invalidParams(a.error().message);
+  if (auto s = applyRunNetwork(*a, options); !s) return invalidParams(s.error().message);
   if (!a->image.empty() && !ctx.imagesDir.empty()) {
     ImageProfile probe;
     if (auto s = layerImageProfile(probe, ctx.imagesDir, a->image); !s)
-      return invalid("agent '" + a->name + "' needs image '" + a->image + "': " + s.error().message);
+      return invalidParams("agent '" + a->name + "' needs image '" + a->image + "': " + s.error().message);
   }
   return {};
 }
@@ -123,12 +122,12 @@ Result<std::vector<std::string>> importSelectedTasks(DaemonContext& ctx, const s
         std::string vendor;
         if (!ctx.imagesDir.empty()) {
           auto image = loadImageProfile(ctx.imagesDir, task->image);
-          if (!image) return invalid("task " + id + ": image '" + task->image + "': " + image.error().message);
+          if (!image) return invalidParams("task " + id + ": image '" + task->image + "': " + image.error().message);
           vendor = image->requires_gpu_vendor;
         }
         const GpuRequest want = gpuRequestOf(vendor, options);
         if (!ctx.gpus->exists(want))
-          return invalid("task " + id + " needs " + want.describe() + " and this daemon has none (akactl gpus)");
+          return invalidParams("task " + id + " needs " + want.describe() + " and this daemon has none (akactl gpus)");
       }
     }
   }
@@ -145,23 +144,23 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
   auto agent = proto::optionalString(params, "agent");
   if (!agent) return agent.error();
   if (*agent && !isAgentName(**agent)) {
-    return invalid("parameter \"agent\" must match " + std::string(kAgentNameRule) + ", got \"" + **agent + "\"");
+    return invalidParams("parameter \"agent\" must match " + std::string(kAgentNameRule) + ", got \"" + **agent + "\"");
   }
   auto command = proto::optionalString(params, "agent_command");
   if (!command) return command.error();
   if (*command && ((*command)->empty() || (*command)->size() > kMaxAgentCommand)) {
-    return invalid("parameter \"agent_command\" must be 1.." + std::to_string(kMaxAgentCommand) + " bytes");
+    return invalidParams("parameter \"agent_command\" must be 1.." + std::to_string(kMaxAgentCommand) + " bytes");
   }
   auto attempts = proto::optionalInt(params, "attempts", 1, 1, kMaxAttemptsPerTask);
   if (!attempts) return attempts.error();
   auto label = proto::optionalString(params, "label");
   if (!label) return label.error();
   if (*label && (*label)->size() > kMaxLabel) {
-    return invalid("parameter \"label\" is longer than " + std::to_string(kMaxLabel) + " bytes");
+    return invalidParams("parameter \"label\" is longer than " + std::to_string(kMaxLabel) + " bytes");
   }
   auto options = readOptions(params);
   if (!options) return options.error();
-  if (*agent && *command) return invalid("give either \"agent\" or \"agent_command\", not both");
+  if (*agent && *command) return invalidParams("give either \"agent\" or \"agent_command\", not both");
   // Without an agent the run scores the untouched baseline.
   if (!*agent && !*command) *agent = "noop";
   if (*agent && !ctx.agentsDir.empty())
@@ -169,7 +168,7 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
   auto ids = importSelectedTasks(ctx, *selectors, *options, run);
   if (!ids) return ids.error();
   if (static_cast<std::int64_t>(ids->size()) * *attempts > kMaxAttemptsPerRun) {
-    return invalid(std::to_string(ids->size()) + " tasks x " + std::to_string(*attempts) +
+    return invalidParams(std::to_string(ids->size()) + " tasks x " + std::to_string(*attempts) +
                    " attempts is more than " + std::to_string(kMaxAttemptsPerRun) + " attempts in one run");
   }
   run.taskIds = std::move(*ids);
@@ -191,8 +190,8 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
 Status checkAgentNetwork(DaemonContext& ctx, const Peer& peer, const NewRun& run) {
   if (!run.agent || ctx.agentsDir.empty()) return {};  // ad-hoc commands have no network
   auto agent = findAgent(ctx.agentsDir, *run.agent);
-  if (!agent) return invalid(agent.error().message);
-  if (auto s = applyRunNetwork(*agent, run.params.value("options", json::object())); !s) return invalid(s.error().message);
+  if (!agent) return invalidParams(agent.error().message);
+  if (auto s = applyRunNetwork(*agent, run.params.value("options", json::object())); !s) return invalidParams(s.error().message);
   const std::string cap = ctx.tenants.limitsFor(peer.uid).agent_network;
   auto capLevel = parseNetworkLevel(cap);
   if (capLevel && networkLevel(*agent) > *capLevel) {
@@ -323,7 +322,7 @@ Result<json> listRuns(DaemonContext& ctx, const Peer& peer, const json& params) 
   if (*state) {
     bool known = false;
     for (const char* s : kRunStates) known = known || **state == s;
-    if (!known) return invalid("parameter \"state\" must be one of queued, running, done, cancelled, failed");
+    if (!known) return invalidParams("parameter \"state\" must be one of queued, running, done, cancelled, failed");
   }
   auto limit = proto::optionalInt(params, "limit", 50, 1, 1000);
   if (!limit) return limit.error();

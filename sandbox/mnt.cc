@@ -37,7 +37,7 @@ Status sysMount(const char* src, const std::string& dst, const char* type, unsig
   return {};
 }
 
-Status makeDirs(const std::string& path, mode_t mode = 0755) {
+Status makeDirsInRoot(const std::string& path, mode_t mode = 0755) {
   for (size_t pos = 1; pos <= path.size(); ++pos) {
     if (pos != path.size() && path[pos] != '/') continue;
     std::string sub = path.substr(0, pos);
@@ -51,8 +51,8 @@ Status makeDirs(const std::string& path, mode_t mode = 0755) {
 Status makeMountPoint(const std::string& dst, bool dir) {
   struct stat existing {};
   if (::lstat(dst.c_str(), &existing) == 0) return {};  // a template's read-only root has its mount points
-  if (dir) return makeDirs(dst);
-  if (auto st = makeDirs(dst.substr(0, dst.rfind('/'))); !st) return st;
+  if (dir) return makeDirsInRoot(dst);
+  if (auto st = makeDirsInRoot(dst.substr(0, dst.rfind('/'))); !st) return st;
   int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return errnoError("cannot create mount point '" + dst + "' in the sandbox");
   ::close(fd);
@@ -133,7 +133,7 @@ Status mountPreparedRoot(const std::string& root) {
 }
 
 Status mountTmpfs(const std::string& dst, uint64_t size, bool hugePages = false) {
-  if (auto st = makeDirs(dst); !st) return st;
+  if (auto st = makeDirsInRoot(dst); !st) return st;
   std::string data = "mode=1777";
   if (size) data += ",size=" + std::to_string(size);
   if (hugePages) data += ",huge=within_size";
@@ -143,7 +143,7 @@ Status mountTmpfs(const std::string& dst, uint64_t size, bool hugePages = false)
 }  // namespace
 
 Status makeStaticDev(const std::vector<DevicePassthrough>& devices) {
-  if (auto st = makeDirs("/dev"); !st) return st;
+  if (auto st = makeDirsInRoot("/dev"); !st) return st;
   if (auto st = sysMount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=512k"); !st) return st;
   struct Node {
     const char* name;
@@ -250,7 +250,7 @@ Status mountPerSandbox(const SandboxSpec& spec, const std::vector<DevicePassthro
   if (auto st = sysMount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"); !st) return st;
   for (const auto& d : devices)
     if (auto st = bind(d.hostPath, d.sandboxPath, true, MS_NOSUID | MS_NOEXEC); !st) return st;
-  if (auto st = makeDirs("/proc"); !st) return st;
+  if (auto st = makeDirsInRoot("/proc"); !st) return st;
   if (how.proc)
     if (auto st = mountProc(); !st) return st;
   if (auto st = mountTmpfs("/tmp", 0); !st) return st;
@@ -275,7 +275,7 @@ Status buildMountNamespace(const SandboxSpec& spec, const std::vector<DevicePass
   auto atRoot = [&]() -> Status {
     if (rooted) rooted();
     if (!enterEarly) return {};
-    if (auto st = makeDirs("/proc"); !st) return st;
+    if (auto st = makeDirsInRoot("/proc"); !st) return st;
     if (workspaceCwd)
       if (auto st = bindWorkspace(spec, bindMount); !st) return st;
     how.enterable();

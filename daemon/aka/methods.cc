@@ -5,6 +5,7 @@
 #include "daemon/aka/import.h"
 #include "daemon/context.h"
 #include "daemon/gpu_leases.h"
+#include "daemon/method_checks.h"
 #include "daemon/methods.h"
 
 namespace fs = std::filesystem;
@@ -14,8 +15,6 @@ namespace akad {
 namespace proto = protocol;
 
 namespace {
-
-Error invalid(const std::string& message) { return Error{message, proto::kInvalidParams}; }
 
 // The platform the daemon's GPU discovery found: what its sandboxes will run the tasks on.
 aka::Platform discoveredPlatform(const DaemonContext& ctx) {
@@ -30,11 +29,11 @@ Result<json> importTasks(DaemonContext& ctx, const Peer& peer, const json& param
   if (auto s = ctx.tenants.mustBeAdmin(peer, "import tasks"); !s) return s.error();
   auto source = proto::requireString(params, "source");
   if (!source) return source.error();
-  if (*source != "aka") return invalid("parameter \"source\" must be \"aka\" (the only importer), got \"" + *source + "\"");
+  if (*source != "aka") return invalidParams("parameter \"source\" must be \"aka\" (the only importer), got \"" + *source + "\"");
   auto dir = proto::requireString(params, "dir");
   if (!dir) return dir.error();
   if (dir->empty() || dir->front() != '/' || dir->find('\0') != std::string::npos || dir->size() > 4096)
-    return invalid("parameter \"dir\" must be an absolute path to an AgentKernelArena checkout");
+    return invalidParams("parameter \"dir\" must be an absolute path to an AgentKernelArena checkout");
   aka::ImportOptions o;
   o.checkout = *dir;
   auto heldOut = proto::optionalString(params, "held_out");
@@ -42,17 +41,17 @@ Result<json> importTasks(DaemonContext& ctx, const Peer& peer, const json& param
   if (*heldOut) {
     const std::string& h = **heldOut;
     if (h.empty() || h.front() != '/' || h.find('\0') != std::string::npos || h.size() > 4096)
-      return invalid("parameter \"held_out\" must be an absolute path to AKA's held_out_tests folder");
-    if (!fs::is_directory(h)) return invalid("held-out folder " + h + " is not a directory");
+      return invalidParams("parameter \"held_out\" must be an absolute path to AKA's held_out_tests folder");
+    if (!fs::is_directory(h)) return invalidParams("held-out folder " + h + " is not a directory");
     o.heldOutDir = h;
   }
   o.stateDir = ctx.stateDir;
   if (auto sel = params.find("select"); sel != params.end() && !sel->is_null()) {
-    if (!sel->is_array()) return invalid("parameter \"select\" must be an array of task-name prefixes");
+    if (!sel->is_array()) return invalidParams("parameter \"select\" must be an array of task-name prefixes");
     for (const json& s : *sel) {
       if (!s.is_string() || s.get<std::string>().empty() || s.get<std::string>().size() > 512 ||
           !aka::isInsideRelativePath(s.get<std::string>()))
-        return invalid("parameter \"select\" must hold task-name prefixes such as \"triton2triton/vllm\"");
+        return invalidParams("parameter \"select\" must hold task-name prefixes such as \"triton2triton/vllm\"");
       o.selectors.push_back(s.get<std::string>());
     }
   }
@@ -60,7 +59,7 @@ Result<json> importTasks(DaemonContext& ctx, const Peer& peer, const json& param
   if (!platform) return platform.error();
   if (*platform) {
     auto p = aka::parsePlatform(**platform);
-    if (!p) return invalid("parameter \"platform\": " + p.error().message);
+    if (!p) return invalidParams("parameter \"platform\": " + p.error().message);
     o.platform = *p;
   } else {
     o.platform = discoveredPlatform(ctx);
