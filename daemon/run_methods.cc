@@ -60,11 +60,11 @@ Result<std::vector<std::string>> readSelectors(const json& params) {
   if (tasks == params.end()) return invalidParams("missing parameter \"tasks\" (e.g. [\"cpu\"] or [\"cpu/softmax\"])");
   if (!tasks->is_array() || tasks->empty()) {
     return invalidParams("parameter \"tasks\" must be a non-empty array of task selectors, got " +
-                   std::string(tasks->type_name()));
+                         std::string(tasks->type_name()));
   }
   if (tasks->size() > kMaxSelectors) {
     return invalidParams("parameter \"tasks\" has " + std::to_string(tasks->size()) + " selectors; the limit is " +
-                   std::to_string(kMaxSelectors));
+                         std::to_string(kMaxSelectors));
   }
   std::vector<std::string> selectors;
   for (std::size_t i = 0; i < tasks->size(); ++i) {
@@ -169,7 +169,7 @@ Result<NewRun> readSubmit(const json& params, DaemonContext& ctx) {
   if (!ids) return ids.error();
   if (static_cast<std::int64_t>(ids->size()) * *attempts > kMaxAttemptsPerRun) {
     return invalidParams(std::to_string(ids->size()) + " tasks x " + std::to_string(*attempts) +
-                   " attempts is more than " + std::to_string(kMaxAttemptsPerRun) + " attempts in one run");
+                         " attempts is more than " + std::to_string(kMaxAttemptsPerRun) + " attempts in one run");
   }
   run.taskIds = std::move(*ids);
   run.attemptsPerTask = *attempts;
