@@ -35,6 +35,12 @@ void printTask(const json& t, bool reasons) {
   if (!reasons) return;
   for (const json& r : t.value("reasons", json::array()))
     if (r.is_string()) std::printf("      - %s\n", r.get<std::string>().c_str());
+  // convert mode: the converted task beside the wrapped one (docs/aka.md).
+  if (auto c = t.find("convert"); c != t.end() && c->is_object()) {
+    std::printf("      convert: %s\n", c->value("imported", false) ? text(*c, "id").c_str() : "(not converted)");
+    for (const json& r : c->value("reasons", json::array()))
+      if (r.is_string()) std::printf("      - %s\n", r.get<std::string>().c_str());
+  }
 }
 
 struct ImportArgs {
@@ -43,6 +49,7 @@ struct ImportArgs {
   std::vector<std::string> select;
   std::string platform;
   std::string heldOut;
+  bool convert = false;
   bool quiet = false;
 };
 
@@ -54,6 +61,7 @@ int runImport(const ImportArgs& a) {
   json params{{"source", a.source}, {"dir", dir.string()}};
   if (!a.select.empty()) params["select"] = a.select;
   if (!a.platform.empty()) params["platform"] = a.platform;
+  if (a.convert) params["convert"] = true;
   if (!a.heldOut.empty()) {
     const fs::path held = fs::absolute(a.heldOut, ec).lexically_normal();
     if (ec) return usageError("akactl tasks import: cannot resolve " + a.heldOut + ": " + ec.message());
@@ -91,6 +99,8 @@ void addAkaTaskCommands(CLI::App& tasks, int& exitCode) {
       ->check(CLI::IsMember({"nvidia", "amd", "cpu"}));
   import->add_option("--held-out", args->heldOut,
                      "AKA's held_out_tests folder (<task name>/held_out_shapes.yaml); scored, never shown to agents");
+  import->add_flag("--convert", args->convert,
+                   "Also import gpumode tasks in convert mode: akad's protected harness (aka-convert-... ids)");
   import->add_flag("--quiet", args->quiet, "Reasons only for refused tasks");
   import->callback([&exitCode, args] { exitCode = runImport(*args); });
 }

@@ -48,7 +48,8 @@ json validateOne(DaemonContext& ctx, const std::string& id, double minSpeedup, B
   r->event({{"task", id}, {"state", "validating"}});
   const auto& cfg = ctx.scheduler->config();
   ScoringEnvironment env;
-  env.tasks_root = ctx.tasks.root();
+  // The task's own tasks root: an imported AKA task's common harness layers are beside it.
+  env.tasks_root = task->dir.parent_path().parent_path();
   env.trusted_cache = cfg.trusted_cache.empty() ? ctx.stateDir / "tasks" : cfg.trusted_cache;  // the scheduler's
   env.akacheck = cfg.akacheck;
   env.sandbox_uid = cfg.sandbox_uid;

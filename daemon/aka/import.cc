@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/sha256.h"
+#include "daemon/aka/convert.h"
 #include "daemon/aka/held_out_rules.h"
 #include "daemon/aka/helpers.h"
 #include "daemon/aka/task_definition.h"
@@ -124,6 +125,27 @@ json generateHeldOut(const TaskFolder& folder, ImportedTask& t) {
   return nullptr;
 }
 
+// convert mode: the task again, as akad's own protected harness (convert.h); a task that cannot
+// be converted keeps its wrapped import and says why.
+void convertOne(const ImportOptions& o, const ImportReport& report, const AkaTaskConfig& config,
+                const TaskFolder& folder, ImportedTask& t) {
+  ImportedTask c = t;
+  c.id = convertedId(t.id);
+  t.convert_id = c.id;
+  auto plan = planConversion(config, folder);
+  if (!plan) {
+    t.convert_reasons.push_back("not converted: " + plan.error().message);
+    return;
+  }
+  if (auto s = writeConvertedTask(c, config, folder, *plan, report, o.commonSource); !s) {
+    t.convert_reasons.push_back("not converted: " + s.error().message);
+    return;
+  }
+  t.converted = true;
+  t.convert_reasons.push_back("converted: " + std::to_string(plan->cases.size()) + " input cases of " + plan->module +
+                              ", class " + plan->className + ", the agent's " + plan->hip);
+}
+
 ImportedTask importOne(const ImportOptions& o, const ImportReport& report, const std::string& name, const std::string& id) {
   ImportedTask t;
   t.name = name;
@@ -170,6 +192,7 @@ ImportedTask importOne(const ImportOptions& o, const ImportReport& report, const
       !s)
     return finish(TaskClass::Invalid, s.error().message);
   t.imported = true;
+  if (o.convert && convertible(name)) convertOne(o, report, *config, folder, t);
   return t;
 }
 
@@ -187,6 +210,7 @@ json ImportedTask::toJson(bool withFiles) const {
             {"reasons", reasons}, {"compat", compat}, {"editable", editable}, {"splice_functions", splice_functions},
             {"materialised", materialised}, {"held_out_injections", held_out_injections},
             {"held_out_generated", held_out_generated}};
+  if (!convert_id.empty()) j["convert"] = {{"id", convert_id}, {"imported", converted}, {"reasons", convert_reasons}};
   if (withFiles) j["files"] = files;
   else j["files_read"] = files.size();
   return j;
@@ -262,12 +286,15 @@ Result<ImportReport> importCheckout(const ImportOptions& o) {
   fs::create_directories(report.tasksRoot, ec);
   if (ec) return Error{"cannot create " + report.tasksRoot.string() + ": " + ec.message()};
   const auto ids = assignTaskIds(*all);
+  if (o.convert)
+    if (auto s = installConvertHarness(o.commonSource, report.tasksRoot); !s) return s.error();
   for (const auto& name : *chosen) {
     ImportedTask t = importOne(o, report, name, ids.at(name));
     if (!t.imported) {
       // A task refused now must not stay submittable from an earlier import.
       fs::remove_all(report.tasksRoot / t.id, ec);
     }
+    if (o.convert && !t.converted) fs::remove_all(report.tasksRoot / convertedId(t.id), ec);
     report.tasks.push_back(std::move(t));
   }
 

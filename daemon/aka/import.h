@@ -35,6 +35,10 @@ struct ImportOptions {
   // AKA's held_out_tests/ folder: <dir>/<task name>/held_out_shapes.yaml, where the user has
   // them (docs/aka.md, "Held-out shapes"). Empty: none.
   std::filesystem::path heldOutDir;
+  // convert mode (convert.h): gpumode tasks are also imported as akad's own protected harness,
+  // from the daemon's common harness layers in commonSource (its tasks/common).
+  bool convert = false;
+  std::filesystem::path commonSource;
 };
 
 struct ImportedTask {
@@ -51,6 +55,10 @@ struct ImportedTask {
   std::size_t held_out_generated = 0;     // shapes akad's rules made instead (held_out_rules.h)
   std::map<std::string, std::string> files;  // checkout-relative path -> sha256 of what was read
   bool imported = false;
+  // convert mode: the converted task's id (empty: not tried), whether it was imported, and why not.
+  std::string convert_id;
+  bool converted = false;
+  std::vector<std::string> convert_reasons;
   nlohmann::json toJson(bool withFiles) const;
 };
 

@@ -24,7 +24,7 @@ aka::Platform discoveredPlatform(const DaemonContext& ctx) {
 }
 
 Result<json> importTasks(DaemonContext& ctx, const Peer& peer, const json& params) {
-  if (auto s = proto::allowOnly(params, {"source", "dir", "select", "platform", "files", "held_out"}); !s) return s.error();
+  if (auto s = proto::allowOnly(params, {"source", "dir", "select", "platform", "files", "held_out", "convert"}); !s) return s.error();
   // It makes tasks every tenant can run, from a folder only the daemon reads as root.
   if (auto s = ctx.tenants.mustBeAdmin(peer, "import tasks"); !s) return s.error();
   auto source = proto::requireString(params, "source");
@@ -64,6 +64,10 @@ Result<json> importTasks(DaemonContext& ctx, const Peer& peer, const json& param
   } else {
     o.platform = discoveredPlatform(ctx);
   }
+  auto convert = proto::optionalBool(params, "convert", false);
+  if (!convert) return convert.error();
+  o.convert = *convert;
+  o.commonSource = ctx.tasks.root() / "common";
   auto withFiles = proto::optionalBool(params, "files", false);
   if (!withFiles) return withFiles.error();
   auto report = aka::importCheckout(o);

@@ -98,7 +98,7 @@ json wrapSpec(const ImportedTask& t, const AkaTaskConfig& c, const TrustMapping&
 // Writes the task into <root>/<suite>/<task>/ through a staging tree laid out like a tasks root,
 // so akad's own loader checks it before it replaces an earlier import.
 Status writeTaskDefinition(const fs::path& root, const ImportedTask& t, const TaskFolder& folder,
-                           const std::string& yaml, const json& spec) {
+                           const std::string& yaml, const json& spec, const std::map<std::string, std::string>& extra) {
   const std::string suite = t.id.substr(0, t.id.find('/'));
   const std::string id = t.id.substr(t.id.find('/') + 1);
   const fs::path staging = root / (".staging-" + randomHex(6));
@@ -117,6 +117,11 @@ Status writeTaskDefinition(const fs::path& root, const ImportedTask& t, const Ta
     fs::create_directories(to.parent_path(), ec);
     if (auto s = writeFile(to, f.bytes); !s) return fail(s.error().message);
     ::chmod(to.c_str(), f.executable ? 0755 : 0644);
+  }
+  // Files of akad's own beside the AKA folder's (convert mode's harness data and loader).
+  for (const auto& [rel, bytes] : extra) {
+    fs::create_directories((dir / rel).parent_path(), ec);
+    if (auto s = writeFile(dir / rel, bytes); !s) return fail(s.error().message);
   }
   if (auto s = writeFile(dir / "task.yaml", yaml); !s) return fail(s.error().message);
   if (auto s = writeFile(dir / "aka.json", spec.dump(2) + "\n"); !s) return fail(s.error().message);

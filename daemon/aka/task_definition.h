@@ -4,6 +4,7 @@
 // loader before it replaces an earlier import.
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ nlohmann::json wrapSpec(const ImportedTask& t, const AkaTaskConfig& c, const Tru
 // Writes the task into <root>/<suite>/<task>/ through a staging tree laid out like a tasks root,
 // so akad's own loader checks it before it replaces an earlier import.
 Status writeTaskDefinition(const std::filesystem::path& root, const ImportedTask& t, const TaskFolder& folder,
-                           const std::string& yaml, const nlohmann::json& spec);
+                           const std::string& yaml, const nlohmann::json& spec,
+                           const std::map<std::string, std::string>& extra = {});
 
 }  // namespace akad::aka

@@ -59,9 +59,6 @@ Result<TrustMapping> trustMappingFor(Family family, const AkaTaskConfig& c) {
   return Error{"task_type '" + c.task_type + "' has no trust mapping in akad"};
 }
 
-namespace {
-
-// Offsets of the lines that start a top-level logical line (column 0, not blank, not a comment).
 std::vector<std::size_t> topLevelStatements(const std::string& s) {
   std::vector<std::size_t> out;
   const std::size_t n = s.size();
@@ -117,6 +114,8 @@ std::vector<std::size_t> topLevelStatements(const std::string& s) {
   }
   return out;
 }
+
+namespace {
 
 // Start of the line that ends just before `end`.
 std::size_t lineBefore(const std::string& s, std::size_t end) {

@@ -34,6 +34,10 @@ struct TrustMapping {
 // rocmbench's target_kernel_functions).
 Result<TrustMapping> trustMappingFor(Family family, const AkaTaskConfig& config);
 
+// Offsets of the lines that start a top-level logical line of Python source (column 0, not
+// blank, not a comment; strings, brackets and backslash continuations followed).
+std::vector<std::size_t> topLevelStatements(const std::string& source);
+
 // Byte range of a top-level Python function definition, its decorators included and trailing
 // blank and column-0 comment lines left out. Strings, comments, brackets and backslash
 // continuations are followed, so a "def" inside a docstring or a multi-line signature whose

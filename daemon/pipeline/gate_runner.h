@@ -135,7 +135,8 @@ class GateRunner {
 // worker (docs/scoring.md, "Driver and worker"): all of akad's own (cpp, hip, python). The
 // imported AgentKernelArena tasks (aka-wrap) are scored by daemon/aka/wrap_score.cc.
 inline bool usesDriver(const Task& task) {
-  return task.harness == "cpp" || task.harness == "hip" || task.harness == "python";
+  return task.harness == "cpp" || task.harness == "hip" || task.harness == "python" ||
+         task.harness == "aka-convert";
 }
 
 }  // namespace akad

@@ -165,9 +165,13 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
       if (auto s = generateData(g, trusted, phases); !s) return s.error();
     }
     scorePhase(g, trusted, phases[0], "", driven, env.measure_performance, clock, env, gates, o.correct, o.speedup);
-    // Held-out configurations are scored whenever the candidate compiles, reported apart.
-    scorePhase(g, trusted, phases[1], "held_out_", driven, env.measure_performance, clock, env, gates, o.heldOutCorrect,
-               o.heldOutSpeedup);
+    // Held-out configurations are scored whenever the candidate compiles, reported apart. A
+    // task without any (a converted AKA task, docs/aka.md) says so instead.
+    if (!phases[1].configs.empty())
+      scorePhase(g, trusted, phases[1], "held_out_", driven, env.measure_performance, clock, env, gates,
+                 o.heldOutCorrect, o.heldOutSpeedup);
+    else
+      gates["held_out_correctness"] = gate(false, "the task has no held-out configurations");
   }
 
   // A gate whose sandbox was cancelled (daemon shut-down, user cancel) failed for that reason,

@@ -110,7 +110,7 @@ void readConfigurations(ConfigCheck& check, const json& root, Task& t) {
   t.visible = readConfigList(check, *configs, "visible", names, /*mayBeEmpty=*/false);
   // An imported AgentKernelArena task (daemon/aka/) keeps its held-out shapes, if it has any,
   // where only its wrap scorer reads them (aka.json; docs/aka.md), not as configurations.
-  t.held_out = readConfigList(check, *configs, "held_out", names, /*mayBeEmpty=*/t.harness == "aka-wrap");
+  t.held_out = readConfigList(check, *configs, "held_out", names, /*mayBeEmpty=*/t.harness == "aka-wrap" || t.harness == "aka-convert");
 }
 
 // An empty map is valid: integer outputs are always compared exactly.

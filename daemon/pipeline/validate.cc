@@ -46,6 +46,9 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
 
   json out = {{"task", task.id}, {"task_hash", task.content_hash}};
   std::vector<std::string> problems;
+  // A task without held-out configurations (a converted AKA task) passes on its visible ones.
+  const bool noHeldOut = task.held_out.empty();
+  auto passes = [&](const json& r) { return r["correct"].get<bool>() && (noHeldOut || r["held_out_correct"].get<bool>()); };
 
   // The baseline needs to pass, not to be timed against itself: correctness gates only.
   ScoringEnvironment correctnessOnly = env;
@@ -53,17 +56,23 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
   auto baseline = scoreCandidate(task, task.workspaceDir(), workDir / "score-baseline", correctnessOnly);
   if (!baseline) return baseline.error();
   out["baseline"] = summary(*baseline);
-  if (!(*baseline)["correct"].get<bool>() || !(*baseline)["held_out_correct"].get<bool>())
+  if (!passes(*baseline))
     problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string("held-out configurations fail")));
 
-  auto solution = scoreCandidate(task, solutionTree, workDir / "score-solution", env);
-  if (!solution) return solution.error();
-  out["solution"] = summary(*solution);
-  if (!(*solution)["correct"].get<bool>() || !(*solution)["held_out_correct"].get<bool>())
-    problems.push_back("the solution does not pass: " + solution->value("failure", std::string("held-out configurations fail")));
-  else if ((*solution)["speedup"].get<double>() <= minSpeedup)
-    problems.push_back("the solution's speedup " + (*solution)["speedup"].dump() + " is not above " +
-                       std::to_string(minSpeedup));
+  // A converted AKA task has no reference solution (AKA ships none): baseline and broken only.
+  if (task.harness == "aka-convert") {
+    out["solution"] = nullptr;
+  } else {
+    auto solution = scoreCandidate(task, solutionTree, workDir / "score-solution", env);
+    if (!solution) return solution.error();
+    out["solution"] = summary(*solution);
+    if (!passes(*solution))
+      problems.push_back("the solution does not pass: " +
+                         solution->value("failure", std::string("held-out configurations fail")));
+    else if ((*solution)["speedup"].get<double>() <= minSpeedup)
+      problems.push_back("the solution's speedup " + (*solution)["speedup"].dump() + " is not above " +
+                         std::to_string(minSpeedup));
+  }
 
   auto broken = scoreCandidate(task, brokenTree, workDir / "score-broken", correctnessOnly);
   if (!broken) return broken.error();

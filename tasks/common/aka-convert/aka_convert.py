@@ -1,0 +1,181 @@
+"""akad's convert mode for AgentKernelArena's gpumode tasks (docs/aka.md, "Scoring (convert
+mode)"): what the trusted reference, the worker's invoke and the build share.
+
+harness/aka_convert.json, written by the importer, names the task's PyTorch module
+(aka_module.py: the reference), its functional form (aka_functional.py: the same model whose
+forward takes `fn`, the kernel entry point AKA's harness passes the HIP extension's `forward`
+as), the class both define, the HIP file the agent edits and how many input cases AKA's
+`get_inputs()` yields. Parameters are made as AKA's harness makes them: torch.manual_seed(0),
+then the module and the functional model built from `get_init_inputs()`, the functional
+model's parameters copied from the module's by name.
+"""
+import ast
+import importlib.util
+import json
+import os
+import re
+import types
+
+HARNESS = os.path.dirname(os.path.abspath(__file__))
+_SPEC = None
+_MODULES = {}
+
+
+def spec():
+    global _SPEC
+    if _SPEC is None:
+        with open(os.path.join(HARNESS, "aka_convert.json")) as f:
+            _SPEC = json.load(f)
+    return _SPEC
+
+
+def load(which):
+    """The module of harness/aka_<which>.py (module or functional), loaded once."""
+    if which not in _MODULES:
+        path = os.path.join(HARNESS, spec()[which])
+        s = importlib.util.spec_from_file_location("aka_" + which, path)
+        m = importlib.util.module_from_spec(s)
+        s.loader.exec_module(m)
+        _MODULES[which] = m
+    return _MODULES[which]
+
+
+def case_list_node(get_inputs):
+    """The literal list AKA's get_inputs loops over (one `for` at its top level, over a list
+    literal or a name bound to one): the node whose elements are the cases."""
+    lists = {}
+    loops = []
+    for s in get_inputs.body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                and isinstance(s.value, (ast.List, ast.Tuple)):
+            lists[s.targets[0].id] = s.value
+        elif isinstance(s, ast.For):
+            loops.append(s)
+    if len(loops) != 1:
+        raise ValueError("get_inputs has not exactly one loop at its top level")
+    it = loops[0].iter
+    node = lists.get(it.id) if isinstance(it, ast.Name) else it
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        raise ValueError("get_inputs does not loop over a list literal")
+    return node
+
+
+def inputs_module(config):
+    """The module whose get_inputs yields the configuration's cases: AKA's, or (a held-out
+    configuration with `cases`, the text of case-list elements) AKA's with its case list
+    replaced by those elements, so the rest of get_inputs makes their tensors as it makes AKA's."""
+    if "cases" not in config:
+        return load("module"), int(config["case"])
+    key = "held-out:" + "|".join(config["cases"])
+    if key not in _MODULES:
+        path = os.path.join(HARNESS, spec()["module"])
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs")
+        node = case_list_node(fn)
+        node.elts = [ast.parse(text, mode="eval").body for text in config["cases"]]
+        ast.fix_missing_locations(tree)
+        namespace = {"__name__": "aka_held_out", "__file__": path}
+        exec(compile(tree, path, "exec"), namespace)
+        _MODULES[key] = types.SimpleNamespace(**namespace)
+    return _MODULES[key], int(config.get("case", 0))
+
+
+def case_inputs(torch, config, seed, device):
+    """Case `case` of get_inputs() with the global generators seeded from `seed` (AKA's cases
+    draw from torch's global generator), made on `device`: {"in0": tensor, ...}."""
+    module, index = inputs_module(config)
+    torch.manual_seed(seed % (1 << 63))
+    with torch.device(device):
+        produced = module.get_inputs()
+        if not hasattr(produced, "__next__"):
+            produced = iter([produced])
+        case = None
+        for i, c in enumerate(produced):
+            if i == index:
+                case = c
+                break
+    if case is None:
+        raise ValueError(f"get_inputs yielded no case {index}")
+    case = list(case) if isinstance(case, (list, tuple)) else [case]
+    out = {}
+    for i, t in enumerate(case):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"case {index}: input {i} is a {type(t).__name__}, not a tensor (convert mode takes tensors)")
+        out[f"in{i}"] = t.to(device).contiguous()
+    return out
+
+
+def arguments(inputs):
+    return [inputs[f"in{i}"] for i in range(len(inputs))]
+
+
+def _build(torch, which):
+    m = load(which)
+    cls = getattr(m, spec()["class"])
+    init = m.get_init_inputs()
+    if isinstance(init, (list, tuple)) and len(init) == 2 and isinstance(init[0], list) and isinstance(init[1], dict):
+        return cls(*init[0], **init[1])
+    return cls(*init)
+
+
+def _canonical(key):
+    return re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+def _module_key(key, module_keys):
+    """The module parameter a functional parameter takes its value from: the same name, else the
+    same name up to case and punctuation, else the one name that ends with it or that it ends
+    with (AKA's alignment)."""
+    if key in module_keys:
+        return key
+    c = _canonical(key)
+    for match in ([k for k in module_keys if _canonical(k) == c],
+                  [k for k in module_keys if _canonical(k).endswith(c)],
+                  [k for k in module_keys if c.endswith(_canonical(k))]):
+        if len(match) == 1 or (match and _canonical(match[0]) == c):
+            return match[0]
+    return None
+
+
+def models(torch, device="cuda"):
+    """(module, functional), parameters as AKA's harness makes them, in eval mode on `device`."""
+    torch.manual_seed(0)
+    module = _build(torch, "module")
+    functional = _build(torch, "functional")
+    msd = module.state_dict()
+    aligned = dict(functional.state_dict())
+    params = {k for k, _ in functional.named_parameters()}
+    used = set()
+    for key, value in functional.state_dict().items():
+        mk = _module_key(key, [k for k in msd if k not in used])
+        if mk is None or msd[mk].shape != value.shape:
+            if key in params:
+                raise ValueError(f"functional parameter '{key}' has no module parameter of its shape")
+            continue
+        aligned[key] = msd[mk].detach().clone()
+        used.add(mk)
+    functional.load_state_dict(aligned, strict=False)
+    return module.to(device).eval(), functional.to(device).eval()
+
+
+def flatten(torch, result):
+    """A model's result as {"out0": tensor, ...}: tensors of nested tuples and lists in order;
+    booleans as u8 (the checker's dtypes)."""
+    out = []
+
+    def walk(r):
+        if isinstance(r, torch.Tensor):
+            out.append(r.to(torch.uint8) if r.dtype == torch.bool else r)
+        elif isinstance(r, (list, tuple)):
+            for x in r:
+                walk(x)
+        elif isinstance(r, dict):
+            for k in sorted(r):
+                walk(r[k])
+        else:
+            raise ValueError(f"the model returned a {type(r).__name__}; convert mode checks tensors")
+    walk(result)
+    if not out:
+        raise ValueError("the model returned no tensor")
+    return {f"out{i}": t for i, t in enumerate(out)}

@@ -1,0 +1,230 @@
+// convert mode (daemon/aka/convert.h, docs/aka.md "Scoring (convert mode)"): AKA's gpumode tasks
+// imported as akad tasks of the aka-convert harness. Against tests/aka/fixtures/convert-checkout
+// (tasks in AKA's format written for these tests): the case list read from get_inputs, the
+// converted task definitions akad's loader accepts, the common layers beside them, and the
+// trust mapping of the scoring workspace. Running the converted harness needs PyTorch and a GPU:
+// that is the device check's (scripts/device-aka convert).
+
+#include <gtest/gtest.h>
+
+#include "daemon/aka/convert.h"
+#include "daemon/aka/import.h"
+#include "daemon/pipeline/files.h"
+#include "daemon/pipeline/prepare.h"
+#include "daemon/pipeline/task.h"
+#include "tests/aka/aka_test_files.h"
+#include "tests/daemon/harness.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace akad;
+using namespace akad::aka;
+using namespace akad::akafixture;
+
+namespace {
+
+const fs::path kConvertFixture = AKA_CONVERT_CHECKOUT;
+const fs::path kCommon = fs::path(AKAD_SOURCE_TASKS) / "common";
+
+struct ConvertWorkdir {
+  test::TempDir tmp;
+  fs::path checkout = tmp / "aka";
+  fs::path state = tmp / "state";
+  ConvertWorkdir() {
+    EXPECT_TRUE(copyTree(kConvertFixture, checkout).ok());
+    fs::create_directories(state);
+  }
+  Result<ImportReport> import(bool convert) {
+    ImportOptions o;
+    o.checkout = checkout;
+    o.platform = Platform::Nvidia;
+    o.stateDir = state;
+    o.convert = convert;
+    o.commonSource = kCommon;
+    return importCheckout(o);
+  }
+  fs::path root() const { return importedTasksRoot(state); }
+};
+
+const ImportedTask& taskNamed(const ImportReport& r, const std::string& name) {
+  for (const auto& t : r.tasks)
+    if (t.name == name) return t;
+  throw std::runtime_error("no task " + name);
+}
+
+std::string getInputsSource(const std::string& body) { return "import torch\n\n\ndef get_inputs():\n" + body + "\n\ndef get_init_inputs():\n    return []\n"; }
+
+}  // namespace
+
+TEST(AkaConvert, TheCaseListIsReadFromGetInputs) {
+  // A name bound to a list, comments and strings holding commas and brackets, a trailing comma.
+  auto named = caseListElements(getInputsSource(
+      "    configs = [\n        ([1024],),  # 1D, with ] and ,\n        ([8, 64], \"a, [b\"),\n"
+      "        # a whole-line comment\n        ([3, 5, 7],),\n    ]\n    for shape in configs:\n"
+      "        yield [torch.randn(shape[0])]\n"));
+  ASSERT_TRUE(named) << named.error().message;
+  EXPECT_EQ(*named, (std::vector<std::string>{"([1024],)", "([8, 64], \"a, [b\")", "([3, 5, 7],)"}));
+  // A literal in the loop itself, tuples of sizes unpacked.
+  auto literal = caseListElements(getInputsSource("    for b, d in [(512, 16384), (1024, 16384)]:\n        yield [torch.rand(b, d)]\n"));
+  ASSERT_TRUE(literal) << literal.error().message;
+  EXPECT_EQ(*literal, (std::vector<std::string>{"(512, 16384)", "(1024, 16384)"}));
+  // A docstring first, then the loop.
+  auto doc = caseListElements(getInputsSource("    \"\"\"Sizes: [1, 2], (3, 4).\"\"\"\n    for n in (4, 8,):\n        yield [torch.rand(n)]\n"));
+  ASSERT_TRUE(doc) << doc.error().message;
+  EXPECT_EQ(*doc, (std::vector<std::string>{"4", "8"}));
+}
+
+TEST(AkaConvert, GetInputsThatIsNoPlainCaseListIsRefusedWithTheReason) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {getInputsSource("    n = 4\n    while n < 64:\n        yield [torch.rand(n)]\n        n *= 4\n"), "while"},
+      {getInputsSource("    for a in [1, 2]:\n        for b in [3, 4]:\n            yield [torch.rand(a, b)]\n"), "loop inside its loop"},
+      {getInputsSource("    for a in [1, 2]:\n        yield [torch.rand(a)]\n        yield [torch.rand(a + 1)]\n"), "exactly once"},
+      {getInputsSource("    for a in range(4):\n        yield [torch.rand(a)]\n"), "list literal"},
+      {getInputsSource("    return [torch.rand(64, 4096)]\n"), "exactly one loop"},
+      {getInputsSource("    for a in []:\n        yield [torch.rand(a)]\n"), "empty list"},
+      {"import torch\n", "no get_inputs"},
+  };
+  for (const auto& [source, reason] : refused) {
+    auto r = caseListElements(source);
+    ASSERT_FALSE(r) << source;
+    EXPECT_NE(r.error().message.find(reason), std::string::npos) << r.error().message << "\n" << source;
+  }
+  std::string many = "    for n in [";
+  for (int i = 0; i < 33; ++i) many += std::to_string(i + 1) + ", ";
+  auto tooMany = caseListElements(getInputsSource(many + "]:\n        yield [torch.rand(n)]\n"));
+  ASSERT_FALSE(tooMany);
+  EXPECT_NE(tooMany.error().message.find("more than 32"), std::string::npos);
+}
+
+TEST(AkaConvert, GpumodeTasksBecomeTasksOfTheProtectedHarnessBesideTheWrappedOnes) {
+  ConvertWorkdir w;
+  auto report = w.import(/*convert=*/true);
+  ASSERT_TRUE(report) << report.error().message;
+
+  const ImportedTask& bias = taskNamed(*report, "hip2hip/gpumode/AddChannelBias");
+  ASSERT_TRUE(bias.imported) << bias.reasons.size();
+  EXPECT_EQ(bias.id, "aka-hip2hip-gpumode/addchannelbias");
+  EXPECT_EQ(bias.convert_id, "aka-convert-hip2hip-gpumode/addchannelbias");
+  ASSERT_TRUE(bias.converted) << (bias.convert_reasons.empty() ? "" : bias.convert_reasons[0]);
+  auto task = loadTask(w.root() / bias.convert_id);
+  ASSERT_TRUE(task) << task.error().message;
+  EXPECT_EQ(task->harness, "aka-convert");
+  EXPECT_EQ(task->editable, std::vector<std::string>{"hip/hip_7_AddChannelBias.hip"});
+  ASSERT_EQ(task->visible.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(task->visible[i]["name"], "case-" + std::to_string(i));
+    EXPECT_EQ(task->visible[i]["case"], i);
+  }
+  EXPECT_TRUE(task->held_out.empty());
+  EXPECT_DOUBLE_EQ(task->tolerances.at("f32").atol, 1e-5);  // AKA's allclose
+  EXPECT_DOUBLE_EQ(task->tolerances.at("f32").rtol, 1e-4);
+  EXPECT_DOUBLE_EQ(task->tolerances.at("i64").atol, 0);
+  // The trusted reference's data: AKA's module and functional model, the class its harness uses.
+  const fs::path dir = w.root() / bias.convert_id;
+  const json spec = json::parse(readText(dir / "harness/aka_convert.json"));
+  EXPECT_EQ(spec["class"], "AddChannelBias");
+  EXPECT_EQ(spec["hip"], "hip/hip_7_AddChannelBias.hip");
+  EXPECT_EQ(spec["cases"], 3);
+  const fs::path aka = w.checkout / "tasks/hip2hip/gpumode/AddChannelBias";
+  EXPECT_EQ(readText(dir / "harness/aka_module.py"), readText(aka / "pytorch_code_module/py_7_AddChannelBias.py"));
+  EXPECT_EQ(readText(dir / "harness/aka_functional.py"),
+            readText(aka / "pytorch_code_functional/py_7_AddChannelBias_func.py"));
+  EXPECT_EQ(readText(dir / "workspace/kernel.py"), readText(kCommon / "aka-convert/kernel_loader.py"));
+  EXPECT_EQ(readText(dir / "workspace/hip/hip_7_AddChannelBias.hip"), readText(aka / "hip/hip_7_AddChannelBias.hip"));
+  const json record = json::parse(readText(dir / "aka.json"));
+  EXPECT_EQ(record["mode"], "convert");
+  EXPECT_EQ(record["files"].size(), bias.files.size());
+  // The layers the converted tasks are assembled from, beside them.
+  for (const auto& layer : kConvertLayers) EXPECT_TRUE(fs::is_directory(w.root() / "common" / layer)) << layer;
+  EXPECT_EQ(harnessLayers(w.root(), "aka-convert"), (std::vector<std::string>{"cpp", "python", "aka-convert", "checker"}));
+
+  // kernelbench: the module is the agent's source_file_path in AKA, but only the HIP file is editable.
+  const ImportedTask& rowsum = taskNamed(*report, "torch2hip/kernelbench/level1/l1n7_RowSum");
+  ASSERT_TRUE(rowsum.converted) << (rowsum.convert_reasons.empty() ? "" : rowsum.convert_reasons[0]);
+  auto rowTask = loadTask(w.root() / rowsum.convert_id);
+  ASSERT_TRUE(rowTask) << rowTask.error().message;
+  EXPECT_EQ(rowTask->editable, std::vector<std::string>{"hip/hip_l1n7_RowSum.hip"});
+  EXPECT_EQ(rowTask->visible.size(), 3u);
+
+  // A get_inputs that is no plain list keeps its wrapped import and says why it is not converted.
+  const ImportedTask& loop = taskNamed(*report, "torch2hip/gpumode/9_WhileInputs");
+  EXPECT_FALSE(loop.converted);
+  EXPECT_FALSE(fs::exists(w.root() / loop.convert_id));
+  ASSERT_FALSE(loop.convert_reasons.empty());
+  EXPECT_NE(loop.convert_reasons[0].find("while"), std::string::npos) << loop.convert_reasons[0];
+  const json listed = loop.toJson(false);
+  EXPECT_EQ(listed["convert"]["imported"], false);
+}
+
+TEST(AkaConvert, TheHarnessIsPartOfTheConvertedTasksVersion) {
+  ConvertWorkdir w;
+  auto report = w.import(true);
+  ASSERT_TRUE(report) << report.error().message;
+  const fs::path dir = w.root() / taskNamed(*report, "hip2hip/gpumode/AddChannelBias").convert_id;
+  auto before = loadTask(dir);
+  ASSERT_TRUE(before) << before.error().message;
+  std::ofstream(w.root() / "common/aka-convert/reference.py", std::ios::app) << "\n# changed\n";
+  auto after = loadTask(dir);
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_NE(before->content_hash, after->content_hash);
+}
+
+TEST(AkaConvert, WithoutTheFlagNothingIsConvertedAndARefusedConversionIsRemoved) {
+  ConvertWorkdir w;
+  auto plain = w.import(false);
+  ASSERT_TRUE(plain) << plain.error().message;
+  for (const auto& t : plain->tasks) EXPECT_TRUE(t.convert_id.empty()) << t.name;
+  EXPECT_FALSE(fs::exists(w.root() / "aka-convert-hip2hip-gpumode"));
+  EXPECT_FALSE(fs::exists(w.root() / "common"));
+
+  auto converted = w.import(true);
+  ASSERT_TRUE(converted) << converted.error().message;
+  const std::string id = taskNamed(*converted, "hip2hip/gpumode/AddChannelBias").convert_id;
+  ASSERT_TRUE(fs::exists(w.root() / id));
+  // The module's get_inputs changes so that it is no plain list: the earlier conversion goes.
+  const fs::path module = w.checkout / "tasks/hip2hip/gpumode/AddChannelBias/pytorch_code_module/py_7_AddChannelBias.py";
+  std::string text = readText(module);
+  text.replace(text.find("for shape in configs:"), 21, "for shape in configs[:2]:");
+  writeText(module, text);
+  auto again = w.import(true);
+  ASSERT_TRUE(again) << again.error().message;
+  const ImportedTask& bias = taskNamed(*again, "hip2hip/gpumode/AddChannelBias");
+  EXPECT_TRUE(bias.imported);
+  EXPECT_FALSE(bias.converted);
+  EXPECT_FALSE(fs::exists(w.root() / id));
+}
+
+TEST(AkaConvert, TheScorerTakesOnlyTheHipFileFromTheAgent) {
+  ConvertWorkdir w;
+  auto report = w.import(true);
+  ASSERT_TRUE(report) << report.error().message;
+  auto task = loadTask(w.root() / taskNamed(*report, "hip2hip/gpumode/AddChannelBias").convert_id);
+  ASSERT_TRUE(task) << task.error().message;
+  // The agent's workspace, then its edits: the kernel, and the evaluator's files it must not touch.
+  test::TempDir tmp;
+  const fs::path agent = tmp / "agent";
+  ASSERT_TRUE(prepareAgentWorkspace(*task, w.root(), agent).ok());
+  writeText(agent / "hip/hip_7_AddChannelBias.hip", "// the agent's kernel\n");
+  writeText(agent / "pytorch_code_module/py_7_AddChannelBias.py", "def get_inputs():\n    return []\n");
+  writeText(agent / "kernel.py", "forward = lambda *a: None\n");
+  writeText(agent / "harness/aka_convert.json", "{}\n");
+  writeText(agent / "harness/reference.py", "def reference(c, i):\n    return {}\n");
+  const fs::path ws = tmp / "ws";
+  auto assembled = assembleScoringWorkspace(*task, w.root(), agent, ws);
+  ASSERT_TRUE(assembled) << assembled.error().message;
+  EXPECT_EQ(assembled->taken, std::vector<std::string>{"hip/hip_7_AddChannelBias.hip"});
+  EXPECT_EQ(readText(ws / "hip/hip_7_AddChannelBias.hip"), "// the agent's kernel\n");
+  const fs::path dir = task->dir;
+  EXPECT_EQ(readText(ws / "pytorch_code_module/py_7_AddChannelBias.py"),
+            readText(dir / "workspace/pytorch_code_module/py_7_AddChannelBias.py"));
+  EXPECT_EQ(readText(ws / "kernel.py"), readText(dir / "workspace/kernel.py"));
+  EXPECT_EQ(readText(ws / "harness/aka_convert.json"), readText(dir / "harness/aka_convert.json"));
+  EXPECT_EQ(readText(ws / "harness/reference.py"), readText(kCommon / "aka-convert/reference.py"));
+  auto listed = [&](const std::string& path) {
+    for (const auto& i : assembled->ignored)
+      if (i.rfind(path, 0) == 0) return true;
+    return false;
+  };
+  EXPECT_TRUE(listed("pytorch_code_module/py_7_AddChannelBias.py")) << ::testing::PrintToString(assembled->ignored);
+  EXPECT_TRUE(listed("kernel.py")) << ::testing::PrintToString(assembled->ignored);
+}
