@@ -50,8 +50,11 @@ int runTasksValidate(const std::vector<std::string>& selectors, double minSpeedu
     std::printf("%-28s %-4s baseline %-6s solution %-7s (held-out %s) broken %s\n", str(r, "task").c_str(),
                 r.value("ok", false) ? "ok" : "FAIL", passes(r.value("baseline", json())),
                 speed(r.value("solution", json())).c_str(),
-                r.contains("solution") ? fmt(r["solution"].value("held_out_speedup", json()), "%.2fx").c_str() : "-",
-                r.contains("broken") ? (r["broken"].value("compiled", true) ? "compiled!" : "rejected") : "-");
+                r.contains("solution") && r["solution"].is_object()
+                    ? fmt(r["solution"].value("held_out_speedup", json()), "%.2fx").c_str()
+                    : "-",
+                r.contains("broken") && r["broken"].is_object() ? (r["broken"].value("compiled", true) ? "compiled!" : "rejected")
+                                                                : "-");
     for (const json& p : r.value("problems", json::array())) std::cout << "    problem: " << p.get<std::string>() << "\n";
     std::fflush(stdout);
   });

@@ -86,6 +86,7 @@ class GateRunner {
   // Who a sandbox runs as on the host: the attempt's own uid for the candidate's code, the
   // daemon's sandbox uid for trusted programs.
   std::pair<uid_t, gid_t> identity(const std::string& who) const;
+  const ScoringEnvironment& environment() const { return env_; }
 
   SandboxRequest request(double wallS, const std::string& logName, bool gpu, const std::string& who = "trusted") const;
 

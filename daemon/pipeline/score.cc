@@ -1,6 +1,7 @@
 #include "daemon/pipeline/score.h"
 
 #include "common/log.h"
+#include "daemon/aka/build_cache.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/gate_runner.h"
@@ -42,9 +43,27 @@ Status createScoringDirs(const Layout& l) {
   return {};
 }
 
+// A converted AKA task's candidate extension (docs/aka.md, "Build cache"): the build this
+// submitter made of these exact bytes for this task version, restored into the workspace's
+// build/aka-ext, where its build script takes it instead of building again. {key, hit}, or
+// null when the task or the scoring keeps none.
+Result<json> restoreConvertedBuild(const Task& task, const ScoringEnvironment& env, const fs::path& ws) {
+  if (task.harness != "aka-convert" || env.build_cache.empty()) return json(nullptr);
+  auto key = aka::candidateBuildKey(task.content_hash, env.build_cache_scope + "\n" + env.image.name, task.editable, ws);
+  if (!key) return key.error();
+  std::error_code ec;
+  fs::create_directories(ws / "build", ec);
+  if (ec) return Error{"cannot create " + (ws / "build").string() + ": " + ec.message()};
+  auto hit = aka::restoreCandidateBuild(env.build_cache, *key, ws / "build" / "aka-ext");
+  if (!hit) return hit.error();
+  return json{{"key", *key}, {"hit", *hit}};
+}
+
 // Gate 1: compile, in the scoring workspace, without a GPU.
 Result<json> compileGate(const GateRunner& g, const Task& task, const fs::path& trusted, const fs::path& common) {
   const Layout& l = g.layout();
+  auto cache = restoreConvertedBuild(task, g.environment(), l.ws);
+  if (!cache) return cache.error();
   if (auto s = g.ownForSandbox(l.ws, "candidate"); !s) return s.error();
   SandboxRequest build = g.request(task.limits.compile_s, "compile", false, "candidate");
   build.workspace = l.ws;
@@ -62,6 +81,14 @@ Result<json> compileGate(const GateRunner& g, const Task& task, const fs::path& 
                       compiled->succeeded() ? (builtRunner ? "" : "the build made no ./runner")
                                             : "the build " + compiled->describe() + ": " + g.logTail("compile"));
   verdict["run"] = compiled->result;
+  if (cache->is_object()) {
+    if (!(*cache)["hit"].get<bool>() && verdict["pass"].get<bool>()) {
+      auto kept = aka::publishCandidateBuild(g.environment().build_cache, (*cache)["key"].get<std::string>(),
+                                             l.ws / "build" / "aka-ext");
+      (*cache)["kept"] = kept ? *kept : "not kept: " + kept.error().message;
+    }
+    verdict["build_cache"] = *cache;
+  }
   return verdict;
 }
 
@@ -143,6 +170,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   if (!compiled) return compiled.error();
   gates["compile"] = *compiled;
   o.compiled = gates["compile"]["pass"];
+  if (compiled->contains("build_cache")) result["build_cache"] = (*compiled)["build_cache"];
 
   const bool driven = usesDriver(task);
   std::vector<Phase> phases = {makePhase("visible", task.visible, task.timing, drawSeed),

@@ -56,13 +56,12 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
   auto baseline = scoreCandidate(task, task.workspaceDir(), workDir / "score-baseline", correctnessOnly);
   if (!baseline) return baseline.error();
   out["baseline"] = summary(*baseline);
+  if (noHeldOut) out["baseline"].erase("held_out_correct");  // no verdict on configurations it has none of
   if (!passes(*baseline))
     problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string("held-out configurations fail")));
 
   // A converted AKA task has no reference solution (AKA ships none): baseline and broken only.
-  if (task.harness == "aka-convert") {
-    out["solution"] = nullptr;
-  } else {
+  if (task.harness != "aka-convert") {
     auto solution = scoreCandidate(task, solutionTree, workDir / "score-solution", env);
     if (!solution) return solution.error();
     out["solution"] = summary(*solution);

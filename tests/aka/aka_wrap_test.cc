@@ -527,6 +527,86 @@ TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
   }
 }
 
+// convert mode on a GPU (docs/aka.md, "Scoring (convert mode)"): the fixture checkout's gpumode
+// tasks, converted, through akad's own driver and worker. The pristine kernel passes and runs
+// about as fast as itself; a kernel that skips the bias fails however the agent edits AKA's
+// module (the scorer takes the HIP file only), and its second scoring takes the build from the
+// cache; an empty torch2hip file runs the PyTorch model.
+TEST_F(AkaWrapScoring, OnAGpuConvertedTasksAreScoredByTheProtectedHarness) {
+  auto gpus = gpu::discoverGpus();
+  std::string gpuId;
+  if (gpus)
+    for (const auto& g : *gpus)
+      if (g.vendor == "nvidia" && gpuId.empty()) gpuId = g.id;
+  if (gpuId.empty()) GTEST_SKIP() << "no NVIDIA GPU on this host; this test is for the GPU host";
+  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
+  if (!image) GTEST_SKIP() << "the torch image is not usable here: " << image.error().message;
+  if (!fs::exists("/opt/torch/.venv/bin/python3")) GTEST_SKIP() << "no /opt/torch/.venv (the torch image's Python)";
+
+  aka::ImportOptions o;
+  o.checkout = AKA_CONVERT_CHECKOUT;
+  o.platform = aka::Platform::Nvidia;
+  o.stateDir = tmp_ / "convert-state";
+  o.convert = true;
+  o.commonSource = fs::path(AKAD_SOURCE_TASKS) / "common";
+  auto r = aka::importCheckout(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ScoringEnvironment env = environment();
+  env.tasks_root = aka::importedTasksRoot(o.stateDir);
+  env.trusted_cache = o.stateDir / "tasks";
+  env.akacheck = AKACHECK_BIN;
+  env.image = *image;
+  env.gpus = {gpuId};
+  env.build_cache = o.stateDir / "build-cache";
+  env.build_cache_scope = "uid 0";
+  auto load = [&](const std::string& id) {
+    auto t = loadTask(env.tasks_root / id);
+    EXPECT_TRUE(t) << (t ? "" : t.error().message);
+    return *t;
+  };
+  int scorings = 0;
+  auto score = [&](const Task& task, const std::function<void(const fs::path&)>& edit) {
+    const fs::path dir = tmp_ / ("agent-" + std::to_string(scorings));
+    EXPECT_TRUE(copyTree(task.workspaceDir(), dir).ok());
+    edit(dir);
+    const auto start = std::chrono::steady_clock::now();
+    auto s = scoreCandidate(task, dir, tmp_ / ("score-" + std::to_string(scorings++)), env);
+    EXPECT_TRUE(s) << (s ? "" : s.error().message);
+    std::printf("%s: scored in %.1f s: compiled %d correct %d speedup %s stages %s\n", task.id.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                s ? (*s)["compiled"].get<bool>() : 0, s ? (*s)["correct"].get<bool>() : 0,
+                s ? (*s)["speedup"].dump().c_str() : "-", s ? (*s)["stage_wall_s"].dump().c_str() : "-");
+    return s ? *s : json::object();
+  };
+  const Task bias = load("aka-convert-hip2hip-gpumode/addchannelbias");
+  const std::string hip = "hip/hip_7_AddChannelBias.hip";
+  const json pristine = score(bias, [](const fs::path&) {});
+  ASSERT_TRUE(pristine["correct"].get<bool>()) << pristine.dump(2);
+  EXPECT_GT(pristine["speedup"].get<double>(), 0.7);
+  EXPECT_LT(pristine["speedup"].get<double>(), 1.4);
+  // The bias left out, and AKA's module edited to leave it out too: the edit is ignored. The
+  // same bytes twice: built once, then taken from the build cache.
+  auto skipBias = [&](const fs::path& d) {
+    std::string k = akafixture::readText(d / hip);
+    k.replace(k.find("x[i] + bias[i % channels]"), 25, "x[i]");
+    akafixture::writeText(d / hip, k);
+    akafixture::writeText(d / "pytorch_code_module/py_7_AddChannelBias.py",
+                          "# edited\n" + akafixture::readText(d / "pytorch_code_module/py_7_AddChannelBias.py"));
+  };
+  const json first = score(bias, skipBias);
+  const json second = score(bias, skipBias);
+  for (const json* s : {&first, &second}) {
+    EXPECT_TRUE((*s)["compiled"].get<bool>()) << s->dump(2);
+    EXPECT_FALSE((*s)["correct"].get<bool>()) << s->dump(2);
+    EXPECT_NE((*s)["ignored_changes"].dump().find("pytorch_code_module"), std::string::npos) << s->dump(2);
+  }
+  EXPECT_EQ(first["build_cache"]["hit"], false) << first.dump(2);
+  EXPECT_EQ(second["build_cache"]["hit"], true) << second.dump(2);
+  // torch2hip ships its kernel file empty: the PyTorch model runs, as fast as itself.
+  const json empty = score(load("aka-convert-torch2hip-kernelbench/level1-l1n7_rowsum"), [](const fs::path&) {});
+  EXPECT_TRUE(empty["correct"].get<bool>()) << empty.dump(2);
+}
+
 // torch is not installed on the machines that run the unit tests: a stand-in module named torch
 // records the seed it is given, which is all the re-mapping touches.
 TEST(AkaSeeds, TorchManualSeedIsRemappedWithTheScoringsSalt_FakeTorch) {

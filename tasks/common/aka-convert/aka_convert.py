@@ -81,22 +81,40 @@ def inputs_module(config):
     return _MODULES[key], int(config.get("case", 0))
 
 
+def _mix(seed, index):
+    """A 63-bit seed of its own for case `index` of a call's seed."""
+    x = (seed * 0x9E3779B97F4A7C15 + index + 1) & ((1 << 64) - 1)
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
+    return (x ^ (x >> 31)) % (1 << 63)
+
+
+def _nth_case(torch, module, index, seed, device, skip_on_meta):
+    """Runs get_inputs() up to case `index`; torch's global generators are seeded from the
+    call's seed before each case's own code runs (AKA's cases draw from them). With
+    skip_on_meta the cases before it are made on the meta device, which costs nothing."""
+    produced = module.get_inputs()
+    if not hasattr(produced, "__next__"):
+        produced = iter([produced])
+    for i in range(index + 1):
+        torch.manual_seed(_mix(seed, i))
+        with torch.device("meta" if skip_on_meta and i < index else device):
+            try:
+                case = next(produced)
+            except StopIteration:
+                raise ValueError(f"get_inputs yielded no case {index}") from None
+    return case
+
+
 def case_inputs(torch, config, seed, device):
-    """Case `case` of get_inputs() with the global generators seeded from `seed` (AKA's cases
-    draw from torch's global generator), made on `device`: {"in0": tensor, ...}."""
+    """Case `case` of get_inputs() drawn from `seed`, made on `device`: {"in0": tensor, ...}."""
     module, index = inputs_module(config)
-    torch.manual_seed(seed % (1 << 63))
-    with torch.device(device):
-        produced = module.get_inputs()
-        if not hasattr(produced, "__next__"):
-            produced = iter([produced])
-        case = None
-        for i, c in enumerate(produced):
-            if i == index:
-                case = c
-                break
-    if case is None:
-        raise ValueError(f"get_inputs yielded no case {index}")
+    try:
+        case = _nth_case(torch, module, index, seed, device, True)
+    except ValueError:
+        raise
+    except Exception:  # a case before it that cannot be made on meta (it reads its values): all of them
+        case = _nth_case(torch, module, index, seed, device, False)
     case = list(case) if isinstance(case, (list, tuple)) else [case]
     out = {}
     for i, t in enumerate(case):
@@ -166,6 +184,7 @@ def flatten(torch, result):
 
     def walk(r):
         if isinstance(r, torch.Tensor):
+            r = r.detach()
             out.append(r.to(torch.uint8) if r.dtype == torch.bool else r)
         elif isinstance(r, (list, tuple)):
             for x in r:
