@@ -19,7 +19,17 @@
 // `local` runs the d2d strategy and the kernel in the driver's own process: the same work with
 // no second process, so the difference is what the process boundary costs.
 //
-//   exchange_bench [ITERS]        (nvcc -O2 -o exchange_bench exchange_bench.cu -lcuda)
+// `spread` asks whether the new pool allocation of every window (the scorer's) makes the
+// kernel's event time move from window to window. Per set size (4 and 64 MiB; two sets per call
+// in the pool, the one used and a decoy, one output per call) windows of 20 queued scale calls
+// alternate: fresh (a new pool lent at T0, released after) and reuse (one pool lent once, refilled
+// before every window). Untimed: the pool filled on the GPU from a new seed, outputs poisoned,
+// 256 MiB written (L2), the worker primed with 100 us of GPU work. It prints median, min, max, CV
+// and IQR/median of the driver's and the events' time per call, and the CV of the medians of
+// groups of 20 windows (a scorer's figure).
+//
+//   exchange_bench [ITERS] [full|pool|tlb|spread]   (nvcc -O2 -o exchange_bench exchange_bench.cu -lcuda)
+//   (spread: ITERS windows per mode, 60 if ITERS is not above 0)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -63,9 +73,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kSpreadCalls = 20;  // calls of a spread window
+
 struct Page {
   std::atomic<uint32_t> go{0}, done{0};
-  uint32_t kernel = 0;  // 0 empty, 1 scale, 2 quit, 3 prime (an empty kernel, untimed)
+  uint32_t kernel = 0;  // 0 empty, 1 scale, 2 quit, 3 prime (an empty kernel, untimed),
+                        // 4 spread window, 5 spread prime (100 us of GPU work, untimed)
   uint32_t lend = 0;    // 1: this call's input comes as a new allocation's descriptor after go
   uint64_t elems = 0;
   uint64_t lendBytes = 0;
@@ -77,7 +90,11 @@ struct Page {
   uint32_t twice = 0;   // pool: run the kernel a second time on the same set, untimed by the driver
   float event2Us = 0;   // ...and its event time (the same pages, now in the GPU's TLBs)
   uint64_t slotBytes = 0, poolBytes = 0;
+  // spread: the worker's pool `which` (0 fresh, 1 reuse), `calls` calls, call j on slot slots[j]
+  uint32_t which = 0, calls = 0;
+  uint32_t slots[kSpreadCalls] = {};
 };
+static_assert(sizeof(Page) <= 4096, "the page is one shared page");
 
 __global__ void emptyKernel() {}
 __global__ void scaleKernel(const float4* in, float4* out, uint64_t n4) {
@@ -85,6 +102,27 @@ __global__ void scaleKernel(const float4* in, float4* out, uint64_t n4) {
     float4 v = in[i];
     out[i] = make_float4(v.x * 2.f, v.y * 2.f, v.z * 2.f, v.w * 2.f);
   }
+}
+
+// Fills n4 float4s with values in [0, 4) drawn from `seed` and the index.
+__global__ void fillKernel(float4* p, uint64_t n4, uint32_t seed) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n4; i += uint64_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ uint32_t(i >> 32) ^ seed;
+    x ^= x >> 15;
+    x *= 0x2c1b3c6du;
+    x ^= x >> 12;
+    const float f = float(x >> 8) * (1.f / 16777216.f);
+    p[i] = make_float4(f, f + 1.f, f + 2.f, f + 3.f);
+  }
+}
+
+// Spins one thread for `ns` nanoseconds of the GPU's global timer.
+__global__ void spinKernel(uint64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
 }
 
 void launch(uint32_t kernel, const void* in, void* out, uint64_t elems, cudaStream_t s) {
@@ -151,7 +189,59 @@ void* mapHandle(CUmemGenericAllocationHandle h, size_t size) {
 }
 
 constexpr uint64_t kMaxBytes = uint64_t(64) << 20;
-constexpr int kMaxCalls = 16;  // output buffers after the in/out pair: one per call of a pool window
+constexpr int kMaxCalls = 20;  // output buffers after the in/out pair: one per call of a pool or spread window
+static_assert(kSpreadCalls <= kMaxCalls, "a spread window's outputs live in the shared allocation");
+
+// The worker's part of the spread mode. 5: the prime, 100 us of GPU work, synchronised. 4: a
+// window: pool `which` received and mapped first if it comes now (poolStart), then `calls` scale
+// calls back to back on the stream, events around them all, synchronise, done; the pool unmapped
+// after if poolEnd. Call j reads slot slots[j] of the pool and writes output j of `outs`.
+void spreadStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, uint32_t n) {
+  static CUmemGenericAllocationHandle pools[2] = {};
+  static CUdeviceptr bases[2] = {0, 0};
+  if (page->kernel == 5) {
+    spinKernel<<<1, 1, 0, s>>>(100000);
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(s));
+    page->done.store(n, std::memory_order_release);
+    return;
+  }
+  // Read before done: the driver may write the page for the next window once it sees done.
+  const uint32_t w = page->which, calls = page->calls;
+  const uint64_t size = page->poolBytes;
+  const bool end = page->poolEnd;
+  page->mapUs = 0;
+  if (page->poolStart) {
+    const auto m0 = Clock::now();
+    const int pfd = receiveFd(sock);
+    CU(cuMemImportFromShareableHandle(&pools[w], reinterpret_cast<void*>(static_cast<uintptr_t>(pfd)),
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    close(pfd);
+    bases[w] = reinterpret_cast<CUdeviceptr>(mapHandle(pools[w], size));
+    page->mapUs = std::chrono::duration<float, std::micro>(Clock::now() - m0).count();
+  }
+  if (w > 1 || !bases[w] || calls == 0 || calls > uint32_t(kSpreadCalls)) {
+    std::fprintf(stderr, "spread: pool %u not mapped or %u calls\n", w, calls);
+    std::exit(1);
+  }
+  const unsigned char* pool = reinterpret_cast<const unsigned char*>(bases[w]);
+  CK(cudaEventRecord(e0, s));
+  for (uint32_t j = 0; j < calls; ++j)
+    launch(1, pool + uint64_t(page->slots[j]) * page->slotBytes, outs + uint64_t(j) * kMaxBytes, page->elems, s);
+  CK(cudaGetLastError());
+  CK(cudaEventRecord(e1, s));
+  CK(cudaStreamSynchronize(s));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  page->eventUs = ms * 1000.f / float(calls);
+  page->done.store(n, std::memory_order_release);
+  if (end) {
+    CU(cuMemUnmap(bases[w], size));
+    CU(cuMemAddressFree(bases[w], size));
+    CU(cuMemRelease(pools[w]));
+    bases[w] = 0;
+  }
+}
 
 void worker(Page* page, int sock) {
   CK(cudaSetDevice(0));
@@ -178,6 +268,10 @@ void worker(Page* page, int sock) {
       launch(0, nullptr, nullptr, 0, s);
       CK(cudaStreamSynchronize(s));
       page->done.store(n, std::memory_order_release);
+      continue;
+    }
+    if (page->kernel == 4 || page->kernel == 5) {
+      spreadStep(page, sock, base + 2 * kMaxBytes, s, e0, e1, n);
       continue;
     }
     if (page->poolStart || page->slotBytes) {
@@ -263,6 +357,42 @@ Stats statsOf(std::vector<double> v) {
   for (size_t i = lo; i < hi; ++i) var += (v[i] - mean) * (v[i] - mean);
   return {q(0.5), q(0.1), q(0.9), std::sqrt(var / double(hi - lo)) / mean};
 }
+
+// The spread mode's figures over all windows: cv is stddev / mean (n - 1), iqr is
+// (p75 - p25) / median, both as fractions.
+struct Spread {
+  double median, min, max, cv, iqr;
+};
+
+Spread spreadOf(std::vector<double> v) {
+  if (v.size() < 2) return {NAN, NAN, NAN, NAN, NAN};
+  std::sort(v.begin(), v.end());
+  auto q = [&](double f) { return akad::quantileOfSorted(v, f); };
+  double mean = 0, var = 0;
+  for (double x : v) mean += x;
+  mean /= double(v.size());
+  for (double x : v) var += (x - mean) * (x - mean);
+  const double sd = std::sqrt(var / double(v.size() - 1));
+  return {q(0.5), v.front(), v.back(), sd / mean, (q(0.75) - q(0.25)) / q(0.5)};
+}
+
+// The medians of consecutive groups of `group` windows (a last partial group left out); *count
+// gets their number.
+std::vector<double> groupMedians(const std::vector<double>& v, size_t group, size_t* count) {
+  std::vector<double> m;
+  for (size_t i = 0; i + group <= v.size(); i += group)
+    m.push_back(akad::median(std::vector<double>(v.begin() + long(i), v.begin() + long(i + group))));
+  *count = m.size();
+  return m;
+}
+
+// One allocation of the spread mode, mapped in the driver and exported.
+struct SpreadPool {
+  CUmemGenericAllocationHandle h{};
+  void* mine = nullptr;
+  uint64_t size = 0;
+  int fd = -1;
+};
 
 struct Driver {
   Page* page;
@@ -427,6 +557,97 @@ struct Driver {
     return std::chrono::duration<double, std::micro>(t1 - t0).count() / K;
   }
 
+  SpreadPool makePool(uint64_t bytes) {
+    SpreadPool pool;
+    pool.size = (bytes + gran - 1) / gran * gran;
+    const CUmemAllocationProp p = props();
+    CU(cuMemCreate(&pool.h, pool.size, &p, 0));
+    pool.mine = mapHandle(pool.h, pool.size);
+    CU(cuMemExportToShareableHandle(&pool.fd, pool.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    return pool;
+  }
+
+  void freePool(SpreadPool& pool) {
+    close(pool.fd);
+    CU(cuMemUnmap(reinterpret_cast<CUdeviceptr>(pool.mine), pool.size));
+    CU(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(pool.mine), pool.size));
+    CU(cuMemRelease(pool.h));
+    pool = SpreadPool{};
+  }
+
+  // One window of the spread mode on `pool`, the worker's pool `which`; lend: its descriptor
+  // goes to the worker at T0 (mapped there before the first call); end: the worker unmaps it
+  // after. Untimed: the pool filled from `seed`, the K outputs poisoned, 256 MiB written (L2),
+  // the worker primed. Timed: T0, go, the worker's K calls back to back and its synchronise,
+  // done, T1. Returns (T1 - T0) / K; *eventUs the worker's event time per call.
+  double spreadWindow(const SpreadPool& pool, uint32_t which, bool lend, bool end, int K, uint64_t bytes,
+                      uint32_t seed, float* eventUs) {
+    fillKernel<<<132 * 8, 256, 0, s>>>(static_cast<float4*>(pool.mine), pool.size / sizeof(float4), seed);
+    CK(cudaGetLastError());
+    for (int j = 0; j < K; ++j) CK(cudaMemsetAsync(shared + 2 * kMaxBytes + uint64_t(j) * kMaxBytes, 0xff, bytes, s));
+    CK(cudaMemsetAsync(flushBuf, int(seq & 0xff), uint64_t(256) << 20, s));
+    CK(cudaStreamSynchronize(s));
+    page->which = which;
+    page->calls = uint32_t(K);
+    page->slotBytes = bytes;
+    page->poolBytes = pool.size;
+    page->elems = bytes / 4;
+    for (int j = 0; j < K; ++j) page->slots[j] = uint32_t(2 * j + next() % 2);  // the used set or the decoy
+    page->poolStart = lend;
+    page->poolEnd = end;
+    exchange(5);
+    const auto t0 = Clock::now();
+    if (lend) sendFd(sock, pool.fd);
+    exchange(4);
+    const auto t1 = Clock::now();
+    page->poolStart = page->poolEnd = 0;
+    page->slotBytes = 0;
+    *eventUs = page->eventUs;
+    lastMapUs = page->mapUs;
+    return std::chrono::duration<double, std::micro>(t1 - t0).count() / K;
+  }
+
+  // exchange_bench ITERS spread: per set size, 5 + W windows of each mode, interleaved (fresh,
+  // reuse, fresh, ...); the first 5 of each are discarded.
+  void spread(int W) {
+    constexpr int K = kSpreadCalls;
+    for (uint64_t bytes : {uint64_t(4) << 20, kMaxBytes}) {
+      SpreadPool reuse = makePool(2 * K * bytes);
+      std::vector<double> drv[2], ev[2], mp[2];
+      for (int i = 0; i < W + 5; ++i)
+        for (int m = 0; m < 2; ++m) {
+          const uint32_t seed = uint32_t(2 * i + m + 1) * 0x9e3779b9u ^ uint32_t(bytes >> 20);
+          float e = 0;
+          double us = 0;
+          if (m == 0) {
+            SpreadPool fresh = makePool(2 * K * bytes);
+            us = spreadWindow(fresh, 0, true, true, K, bytes, seed, &e);
+            freePool(fresh);
+          } else {
+            us = spreadWindow(reuse, 1, i == 0, i == W + 4, K, bytes, seed, &e);
+          }
+          if (i >= 5) drv[m].push_back(us), ev[m].push_back(e), mp[m].push_back(lastMapUs);
+        }
+      freePool(reuse);
+      for (int m = 0; m < 2; ++m) spreadReport(bytes, m ? "reuse" : "fresh", drv[m], ev[m], mp[m]);
+    }
+  }
+
+  static void spreadReport(uint64_t bytes, const char* mode, const std::vector<double>& drv,
+                           const std::vector<double>& ev, const std::vector<double>& mp) {
+    const Spread a = spreadOf(drv), b = spreadOf(ev);
+    const unsigned long long mib = bytes >> 20;
+    std::printf("spread size=%lluMiB mode=%s windows=%zu calls=%d driver_us med=%.2f min=%.2f max=%.2f cv=%.2f%% "
+                "iqr=%.2f%% events_us med=%.2f min=%.2f max=%.2f cv=%.2f%% iqr=%.2f%% map_us med=%.1f\n",
+                mib, mode, drv.size(), kSpreadCalls, a.median, a.min, a.max, 100 * a.cv, 100 * a.iqr, b.median, b.min,
+                b.max, 100 * b.cv, 100 * b.iqr, akad::median(mp));
+    size_t groups = 0;
+    const Spread ga = spreadOf(groupMedians(drv, 20, &groups)), gb = spreadOf(groupMedians(ev, 20, &groups));
+    std::printf("spread-groups size=%lluMiB mode=%s groups=%zux20 driver_median_cv=%.2f%% events_median_cv=%.2f%%\n",
+                mib, mode, groups, 100 * ga.cv, 100 * gb.cv);
+    std::fflush(stdout);
+  }
+
   // One call; returns the window in microseconds and the worker's event time in *eventUs.
   double call(const std::string& strategy, int pre, uint32_t kernel, uint64_t bytes, float* eventUs) {
     unsigned char* in = shared;
@@ -526,6 +747,15 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&d.e0));
   CK(cudaEventCreate(&d.e1));
 
+  if (argc > 2 && std::string(argv[2]) == "spread") {
+    // exchange_bench ITERS spread: fresh against reused pools, window by window (see the top).
+    d.spread(iters > 0 ? iters : 60);
+    page->kernel = 2;
+    page->go.store(++d.seq, std::memory_order_release);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
   std::printf("%-7s %-4s %-6s %8s | %9s %9s %9s %6s | %9s %7s\n", "strat", "pre", "kernel", "bytes", "median_us",
               "p10_us", "p90_us", "cv", "event_us", "map_us");
   if (argc > 2 && std::string(argv[2]) == "tlb") {
