@@ -206,6 +206,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   // not for the candidate's: such a scoring is no result at all.
   if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
   assembleResult(result, gates, o, env.measure_performance);
+  if (task.harness == "aka-convert") addConvertFigures(result);
   auto [stageTimes, stageText] = clock.finish();
   result["stage_wall_s"] = stageTimes;
   log::info("scored ", task.id, ": compiled=", o.compiled, " correct=", o.correct, " speedup=", o.speedup,

@@ -87,4 +87,9 @@ Result<nlohmann::json> scoreCandidate(const Task& task, const std::filesystem::p
 // 120 + 100 x speedup when correct.
 double arenaScore(bool compiled, bool correct, double speedup);
 
+// A converted AgentKernelArena task's result (docs/aka.md, "Scoring (convert mode)"): "mode":
+// "convert", and "aka": AKA's way of summing up beside akad's, the mean of the per-case
+// speedups of the performance gate and AKA's score of it.
+void addConvertFigures(nlohmann::json& result);
+
 }  // namespace akad

@@ -15,6 +15,21 @@ double arenaScore(bool compiled, bool correct, double speedup) {
   return 120 + 100 * speedup;
 }
 
+// A converted AgentKernelArena task's result says so and carries AKA's own way of summing up
+// beside akad's (docs/aka.md): the mean of the per-case speedups, and AKA's score of it.
+void addConvertFigures(json& result) {
+  result["mode"] = "convert";
+  const json& perf = result["gates"].value("performance", json::object());
+  double sum = 0;
+  std::size_t n = 0;
+  for (const json& c : perf.value("configs", json::array()))
+    if (c.contains("speedup") && c["speedup"].is_number()) sum += c["speedup"].get<double>(), ++n;
+  const bool measured = result.value("correct", false) && n > 0;
+  const double mean = n > 0 ? sum / static_cast<double>(n) : 0;
+  result["aka"] = {{"speedup", measured ? json(mean) : json(nullptr)},
+                   {"score", arenaScore(result.value("compiled", false), result.value("correct", false), measured ? mean : 0)}};
+}
+
 std::pair<json, std::string> StageClock::finish() {
   stages_.emplace_back("", Clock::now());
   json stageTimes = json::object();

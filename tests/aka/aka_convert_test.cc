@@ -11,6 +11,7 @@
 #include "daemon/aka/import.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/prepare.h"
+#include "daemon/pipeline/score.h"
 #include "daemon/pipeline/task.h"
 #include "tests/aka/aka_test_files.h"
 #include "tests/daemon/harness.h"
@@ -227,4 +228,22 @@ TEST(AkaConvert, TheScorerTakesOnlyTheHipFileFromTheAgent) {
   };
   EXPECT_TRUE(listed("pytorch_code_module/py_7_AddChannelBias.py")) << ::testing::PrintToString(assembled->ignored);
   EXPECT_TRUE(listed("kernel.py")) << ::testing::PrintToString(assembled->ignored);
+}
+
+TEST(AkaConvert, ResultsCarryAkasOwnSummaryBesideAkads) {
+  // akad's speedup is the geometric mean of the cases; AKA's is their mean, scored AKA's way.
+  json r = {{"compiled", true}, {"correct", true}, {"speedup", 1.0},
+            {"gates", {{"performance", {{"configs", {{{"name", "case-0"}, {"speedup", 2.0}},
+                                                     {{"name", "case-1"}, {"speedup", 0.5}}}}}}}}};
+  addConvertFigures(r);
+  EXPECT_EQ(r["mode"], "convert");
+  EXPECT_DOUBLE_EQ(r["aka"]["speedup"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(r["aka"]["score"].get<double>(), 120 + 125);
+  json wrong = {{"compiled", true}, {"correct", false}, {"gates", json::object()}};
+  addConvertFigures(wrong);
+  EXPECT_TRUE(wrong["aka"]["speedup"].is_null());
+  EXPECT_DOUBLE_EQ(wrong["aka"]["score"].get<double>(), 20);
+  json broken = {{"compiled", false}, {"correct", false}, {"gates", json::object()}};
+  addConvertFigures(broken);
+  EXPECT_DOUBLE_EQ(broken["aka"]["score"].get<double>(), 0);
 }

@@ -584,6 +584,8 @@ TEST_F(AkaWrapScoring, OnAGpuConvertedTasksAreScoredByTheProtectedHarness) {
   ASSERT_TRUE(pristine.contains("correct") && pristine["correct"].get<bool>()) << pristine.dump(2);
   EXPECT_GT(pristine["speedup"].get<double>(), 0.7);
   EXPECT_LT(pristine["speedup"].get<double>(), 1.4);
+  EXPECT_EQ(pristine["mode"], "convert");
+  EXPECT_TRUE(pristine["aka"]["speedup"].is_number()) << pristine.dump(2);
   // The bias left out, and AKA's module edited to leave it out too: the edit is ignored. The
   // same bytes twice: built once, then taken from the build cache.
   auto skipBias = [&](const fs::path& d) {
