@@ -9,12 +9,10 @@ as), the class both define, the HIP file the agent edits and how many input case
 then the module and the functional model built from `get_init_inputs()`, the functional
 model's parameters copied from the module's by name.
 """
-import ast
 import importlib.util
 import json
 import os
 import re
-import types
 
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 _SPEC = None
@@ -40,45 +38,9 @@ def load(which):
     return _MODULES[which]
 
 
-def case_list_node(get_inputs):
-    """The literal list AKA's get_inputs loops over (one `for` at its top level, over a list
-    literal or a name bound to one): the node whose elements are the cases."""
-    lists = {}
-    loops = []
-    for s in get_inputs.body:
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
-                and isinstance(s.value, (ast.List, ast.Tuple)):
-            lists[s.targets[0].id] = s.value
-        elif isinstance(s, ast.For):
-            loops.append(s)
-    if len(loops) != 1:
-        raise ValueError("get_inputs has not exactly one loop at its top level")
-    it = loops[0].iter
-    node = lists.get(it.id) if isinstance(it, ast.Name) else it
-    if not isinstance(node, (ast.List, ast.Tuple)):
-        raise ValueError("get_inputs does not loop over a list literal")
-    return node
-
-
 def inputs_module(config):
-    """The module whose get_inputs yields the configuration's cases: AKA's, or (a held-out
-    configuration with `cases`, the text of case-list elements) AKA's with its case list
-    replaced by those elements, so the rest of get_inputs makes their tensors as it makes AKA's."""
-    if "cases" not in config:
-        return load("module"), int(config["case"])
-    key = "held-out:" + "|".join(config["cases"])
-    if key not in _MODULES:
-        path = os.path.join(HARNESS, spec()["module"])
-        with open(path) as f:
-            tree = ast.parse(f.read(), path)
-        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs")
-        node = case_list_node(fn)
-        node.elts = [ast.parse(text, mode="eval").body for text in config["cases"]]
-        ast.fix_missing_locations(tree)
-        namespace = {"__name__": "aka_held_out", "__file__": path}
-        exec(compile(tree, path, "exec"), namespace)
-        _MODULES[key] = types.SimpleNamespace(**namespace)
-    return _MODULES[key], int(config.get("case", 0))
+    """AKA's module, whose get_inputs() yields the cases, and the configuration's case index."""
+    return load("module"), int(config["case"])
 
 
 def _mix(seed, index):
