@@ -199,6 +199,12 @@ TEST_F(AkaDaemonTest, BadRequestsAreRefusedAtTheBorderAndTheDaemonGoesOn) {
   EXPECT_NE(heldOut.err.find("is not a directory"), std::string::npos) << heldOut.err;
   auto platform = ctl({"tasks", "import", "aka", checkout_.string(), "--platform", "tpu"});
   EXPECT_EQ(platform.exitCode, 2);
+  // This daemon's tasks have no convert harness (tasks/common/aka-convert): a --convert import
+  // says so and imports nothing, not even the wrapped tasks.
+  auto convert = ctl({"tasks", "import", "aka", checkout_.string(), "--platform", "nvidia", "--convert"});
+  EXPECT_EQ(convert.exitCode, 1);
+  EXPECT_NE(convert.err.find("no common harness layer"), std::string::npos) << convert.err;
+  EXPECT_FALSE(fs::exists(paths_.stateDir / "aka/tasks/aka-hip2hip-gpumode"));
   EXPECT_TRUE(daemonAnswers());
 }
 
