@@ -49,9 +49,10 @@ def main():
     elif not empty and os.environ.get("AKA_TRUSTED") and reuse(built, os.path.join(os.environ["AKA_TRUSTED"], OUT)):
         pass
     elif not empty:
-        features = [f for f in spec.get("compat", []) if f != "perf-helpers"]
+        # The HIP file is always built through cpp_extension here, whatever AKA's own scripts do.
+        features = sorted({f for f in spec.get("compat", []) if f != "perf-helpers"} | {"hip-extension"})
         layer = os.path.join(os.environ.get("AKAD_CUDA_HIP", "/akad/images/cuda-hip"), "aka-compat", "python")
-        if features and os.path.isdir(layer):
+        if os.path.isdir(layer):
             sys.path.insert(0, layer)
             os.environ.setdefault("HIPCXX", os.path.join(os.environ.get("HIP_PATH", ""), "bin", "hipcc"))
             import akad_aka_compat
