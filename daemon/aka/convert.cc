@@ -1,6 +1,9 @@
 #include "daemon/aka/convert.h"
 
+#include <map>
+#include <optional>
 #include <regex>
+#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
