@@ -28,8 +28,17 @@
 // and IQR/median of the driver's and the events' time per call, and the CV of the medians of
 // groups of 20 windows (a scorer's figure).
 //
-//   exchange_bench [ITERS] [full|pool|tlb|spread]   (nvcc -O2 -o exchange_bench exchange_bench.cu -lcuda)
-//   (spread: ITERS windows per mode, 60 if ITERS is not above 0)
+// `spread-procs` asks whether the worker process itself moves that figure. Per set size, 1 + G
+// groups of 20 fresh windows (as in spread) in two arrangements, interleaved group by group:
+// same (every group in one worker process) and new (every group in a new worker process with its
+// own CUDA context and its own shared allocation, the one before told to quit and reaped). The
+// workers are all forked at the start, before the driver touches CUDA, and sleep until woken
+// one at a time. Per arrangement it prints the median, min, max and CV over the groups (the
+// first discarded) of each group's median driver and event time per call.
+//
+//   exchange_bench [ITERS] [full|pool|tlb|spread|spread-procs]
+//   (nvcc -O2 -o exchange_bench exchange_bench.cu -lcuda; spread: ITERS windows per mode, 60 if
+//   ITERS is not above 0; spread-procs: ITERS groups per arrangement, 8 if not above 0)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -73,7 +82,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kSpreadCalls = 20;  // calls of a spread window
+constexpr int kSpreadCalls = 20;   // calls of a spread window
+constexpr int kGroupWindows = 20;  // windows of a spread group (a scorer's figure)
 
 struct Page {
   std::atomic<uint32_t> go{0}, done{0};
@@ -394,6 +404,44 @@ struct SpreadPool {
   int fd = -1;
 };
 
+// A worker process of spread-procs: its pid, the driver's end of its socket, its page and, once
+// woken, the allocation shared with it.
+struct Worker {
+  pid_t pid = -1;
+  int sock = -1;
+  Page* page = nullptr;
+  SpreadPool shared;
+};
+
+// Forks n workers for spread-procs. Called before this process touches CUDA (a child forked after
+// may not use CUDA): each sleeps in a read of its socket, with no CUDA context, until woken by
+// one byte, then is the ordinary worker on its own page; the end of the socket (the driver gone)
+// ends it unwoken.
+std::vector<Worker> forkWorkers(int n) {
+  void* mem = mmap(nullptr, size_t(n) * 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) std::perror("mmap"), std::exit(1);
+  std::vector<Worker> ws(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    Page* page = new (static_cast<unsigned char*>(mem) + size_t(i) * 4096) Page();
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) std::perror("socketpair"), std::exit(1);
+    const pid_t pid = fork();
+    if (pid < 0) std::perror("fork"), std::exit(1);
+    if (pid == 0) {
+      for (int j = 0; j < i; ++j) close(ws[size_t(j)].sock);  // so each sees the driver go
+      close(sv[0]);
+      char wake;
+      if (read(sv[1], &wake, 1) == 1) worker(page, sv[1]);
+      _exit(0);
+    }
+    close(sv[1]);
+    ws[size_t(i)].pid = pid;
+    ws[size_t(i)].sock = sv[0];
+    ws[size_t(i)].page = page;
+  }
+  return ws;
+}
+
 struct Driver {
   Page* page;
   uint32_t seq = 0;
@@ -575,6 +623,87 @@ struct Driver {
     pool = SpreadPool{};
   }
 
+  // This process's CUDA: device 0, the driver API, the allocation granularity.
+  void init() {
+    CK(cudaSetDevice(0));
+    CU(cuInit(0));
+    const CUmemAllocationProp p = props();
+    size_t g = 0;
+    CU(cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    gran = g;
+  }
+
+  // A new allocation for the in/out pair and kMaxCalls outputs, lent to the worker at `sock`,
+  // which maps it and answers; it becomes `shared`.
+  SpreadPool share() {
+    SpreadPool sh = makePool((2 + kMaxCalls) * kMaxBytes);
+    sendFd(sock, sh.fd);
+    if (write(sock, &sh.size, sizeof sh.size) != sizeof sh.size) std::perror("write"), std::exit(1);
+    char ok;
+    if (read(sock, &ok, 1) != 1) std::perror("read"), std::exit(1);
+    shared = static_cast<unsigned char*>(sh.mine);
+    return sh;
+  }
+
+  // Tells the worker to quit and reaps it; its exit status, 1 if it did not exit.
+  int quit(pid_t pid) {
+    page->kernel = 2;
+    page->go.store(++seq, std::memory_order_release);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return std::perror("waitpid"), 1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+
+  // spread-procs: exchange with worker w from now on (the driver alone writes go, so go is seq).
+  void bind(const Worker& w) {
+    page = w.page;
+    sock = w.sock;
+    shared = static_cast<unsigned char*>(w.shared.mine);
+    seq = page->go.load(std::memory_order_acquire);
+  }
+
+  // Wakes w (it creates its CUDA context now), lends it a new shared allocation, binds to it.
+  void wake(Worker& w) {
+    const char b = 'w';
+    if (write(w.sock, &b, 1) != 1) std::perror("write"), std::exit(1);
+    sock = w.sock;
+    w.shared = share();
+    bind(w);
+  }
+
+  // Tells w to quit, reaps it, then frees its shared allocation and socket; its exit status.
+  int retire(Worker& w) {
+    bind(w);
+    const int rc = quit(w.pid);
+    freePool(w.shared);
+    close(w.sock);
+    w.sock = -1;
+    return rc;
+  }
+
+  static uint32_t seedOf(uint32_t k, uint64_t bytes) { return (k + 1) * 0x9e3779b9u ^ uint32_t(bytes >> 20); }
+
+  // A fresh window (the scorer's kind): a new pool for K calls, lent at T0, released after.
+  double freshWindow(uint64_t bytes, uint32_t seed, float* eventUs) {
+    SpreadPool fresh = makePool(2 * kSpreadCalls * bytes);
+    const double us = spreadWindow(fresh, 0, true, true, kSpreadCalls, bytes, seed, eventUs);
+    freePool(fresh);
+    return us;
+  }
+
+  // spread-procs: a group of kGroupWindows fresh windows, seeds from `first` on; appends its
+  // median driver and event time per call.
+  void freshGroup(uint64_t bytes, uint32_t first, std::vector<double>& drv, std::vector<double>& ev) {
+    std::vector<double> a, b;
+    for (uint32_t i = 0; i < uint32_t(kGroupWindows); ++i) {
+      float e = 0;
+      a.push_back(freshWindow(bytes, seedOf(first + i, bytes), &e));
+      b.push_back(e);
+    }
+    drv.push_back(akad::median(a));
+    ev.push_back(akad::median(b));
+  }
+
   // One window of the spread mode on `pool`, the worker's pool `which`; lend: its descriptor
   // goes to the worker at T0 (mapped there before the first call); end: the worker unmaps it
   // after. Untimed: the pool filled from `seed`, the K outputs poisoned, 256 MiB written (L2),
@@ -616,16 +745,10 @@ struct Driver {
       std::vector<double> drv[2], ev[2], mp[2];
       for (int i = 0; i < W + 5; ++i)
         for (int m = 0; m < 2; ++m) {
-          const uint32_t seed = uint32_t(2 * i + m + 1) * 0x9e3779b9u ^ uint32_t(bytes >> 20);
+          const uint32_t seed = seedOf(uint32_t(2 * i + m), bytes);
           float e = 0;
-          double us = 0;
-          if (m == 0) {
-            SpreadPool fresh = makePool(2 * K * bytes);
-            us = spreadWindow(fresh, 0, true, true, K, bytes, seed, &e);
-            freePool(fresh);
-          } else {
-            us = spreadWindow(reuse, 1, i == 0, i == W + 4, K, bytes, seed, &e);
-          }
+          const double us = m == 0 ? freshWindow(bytes, seed, &e)
+                                   : spreadWindow(reuse, 1, i == 0, i == W + 4, K, bytes, seed, &e);
           if (i >= 5) drv[m].push_back(us), ev[m].push_back(e), mp[m].push_back(lastMapUs);
         }
       freePool(reuse);
@@ -642,9 +765,10 @@ struct Driver {
                 mib, mode, drv.size(), kSpreadCalls, a.median, a.min, a.max, 100 * a.cv, 100 * a.iqr, b.median, b.min,
                 b.max, 100 * b.cv, 100 * b.iqr, akad::median(mp));
     size_t groups = 0;
-    const Spread ga = spreadOf(groupMedians(drv, 20, &groups)), gb = spreadOf(groupMedians(ev, 20, &groups));
-    std::printf("spread-groups size=%lluMiB mode=%s groups=%zux20 driver_median_cv=%.2f%% events_median_cv=%.2f%%\n",
-                mib, mode, groups, 100 * ga.cv, 100 * gb.cv);
+    const Spread ga = spreadOf(groupMedians(drv, kGroupWindows, &groups)),
+                 gb = spreadOf(groupMedians(ev, kGroupWindows, &groups));
+    std::printf("spread-groups size=%lluMiB mode=%s groups=%zux%d driver_median_cv=%.2f%% events_median_cv=%.2f%%\n",
+                mib, mode, groups, kGroupWindows, 100 * ga.cv, 100 * gb.cv);
     std::fflush(stdout);
   }
 
@@ -700,10 +824,66 @@ struct Driver {
   }
 };
 
+void procsReport(uint64_t bytes, const char* arrangement, const std::vector<double>& drv,
+                 const std::vector<double>& ev) {
+  const Spread a = spreadOf(drv), b = spreadOf(ev);
+  std::printf("spread-procs size=%lluMiB arrangement=%s groups=%zu driver_group_median_us med=%.2f min=%.2f max=%.2f "
+              "cv=%.2f%% events_group_median_us med=%.2f min=%.2f max=%.2f cv=%.2f%%\n",
+              static_cast<unsigned long long>(bytes >> 20), arrangement, drv.size(), a.median, a.min, a.max,
+              100 * a.cv, b.median, b.min, b.max, 100 * b.cv);
+  std::fflush(stdout);
+}
+
+// exchange_bench ITERS spread-procs (see the top): per set size, 1 + G groups of each
+// arrangement, interleaved (same, new, same, new, ...), the first of each discarded. Every
+// worker is forked here, before this process touches CUDA; per size one for same, woken before
+// its first group and kept to the last, and one per group of new, woken for that group alone and
+// reaped before the next is woken. Returns 0 if every worker exited 0.
+int spreadProcs(int G) {
+  const uint64_t sizes[2] = {uint64_t(4) << 20, kMaxBytes};
+  const int perSize = 1 + (G + 1);
+  std::vector<Worker> ws = forkWorkers(2 * perSize);
+  Driver d{};
+  d.init();
+  CK(cudaMalloc(&d.flushBuf, uint64_t(256) << 20));
+  CK(cudaStreamCreateWithFlags(&d.s, cudaStreamNonBlocking));
+  std::printf("# spread-procs: groups of %d fresh windows of %d calls; same: every group in one worker process, "
+              "new: every group in a new worker process (its own CUDA context and shared allocation); a group's "
+              "figure is its median window, med/min/max/cv are over %d groups (the first of each discarded)\n",
+              kGroupWindows, kSpreadCalls, G);
+  std::fflush(stdout);
+  int rc = 0;
+  uint32_t window = 0;  // the seeds' count, on across groups
+  for (int z = 0; z < 2; ++z) {
+    const uint64_t bytes = sizes[z];
+    Worker* w = &ws[size_t(z * perSize)];  // w[0] same, w[1 + g] new group g
+    std::vector<double> drv[2], ev[2];     // [0] same, [1] new
+    d.wake(w[0]);
+    for (int g = 0; g <= G; ++g) {
+      d.bind(w[0]);
+      d.freshGroup(bytes, window, drv[0], ev[0]);
+      window += kGroupWindows;
+      d.wake(w[1 + g]);
+      d.freshGroup(bytes, window, drv[1], ev[1]);
+      window += kGroupWindows;
+      rc |= d.retire(w[1 + g]);
+    }
+    rc |= d.retire(w[0]);
+    for (int a = 0; a < 2; ++a) {
+      drv[a].erase(drv[a].begin());
+      ev[a].erase(ev[a].begin());
+      procsReport(bytes, a ? "new" : "same", drv[a], ev[a]);
+    }
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 300;
+  // Its workers are forked before this process touches CUDA, as the one below is.
+  if (argc > 2 && std::string(argv[2]) == "spread-procs") return spreadProcs(iters > 0 ? iters : 8);
   Page* page = static_cast<Page*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   new (page) Page();
   int sv[2];
@@ -715,24 +895,11 @@ int main(int argc, char** argv) {
     _exit(0);
   }
   close(sv[1]);
-  CK(cudaSetDevice(0));
-  CU(cuInit(0));
-  const CUmemAllocationProp p = props();
-  size_t gran = 0;
-  CU(cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  const uint64_t size = ((2 + kMaxCalls) * kMaxBytes + gran - 1) / gran * gran;
-  CUmemGenericAllocationHandle h;
-  CU(cuMemCreate(&h, size, &p, 0));
-  int fd = -1;
-  CU(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  Driver d{page};
+  Driver d{};
+  d.page = page;
   d.sock = sv[0];
-  d.gran = gran;
-  d.shared = static_cast<unsigned char*>(mapHandle(h, size));
-  sendFd(sv[0], fd);
-  if (write(sv[0], &size, sizeof size) != sizeof size) return 1;
-  char ok;
-  if (read(sv[0], &ok, 1) != 1) return 1;
+  d.init();
+  d.share();
   CK(cudaMalloc(&d.staging, kMaxBytes));
   CK(cudaMalloc(&d.readback, kMaxBytes));
   CK(cudaMalloc(&d.flushBuf, uint64_t(256) << 20));
@@ -750,11 +917,7 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "spread") {
     // exchange_bench ITERS spread: fresh against reused pools, window by window (see the top).
     d.spread(iters > 0 ? iters : 60);
-    page->kernel = 2;
-    page->go.store(++d.seq, std::memory_order_release);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return d.quit(pid);
   }
   std::printf("%-7s %-4s %-6s %8s | %9s %9s %9s %6s | %9s %7s\n", "strat", "pre", "kernel", "bytes", "median_us",
               "p10_us", "p90_us", "cv", "event_us", "map_us");
@@ -775,11 +938,7 @@ int main(int argc, char** argv) {
                   statsOf(b).median);
     }
     page->twice = 0;
-    page->kernel = 2;
-    page->go.store(++d.seq, std::memory_order_release);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return d.quit(pid);
   }
   if (argc > 2 && std::string(argv[2]) == "pool") {
     // exchange_bench ITERS pool: per-call window of the pool strategy against the event time.
@@ -804,11 +963,7 @@ int main(int argc, char** argv) {
                         a.cv, b.median, m.median);
             std::fflush(stdout);
           }
-    page->kernel = 2;
-    page->go.store(++d.seq, std::memory_order_release);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return d.quit(pid);
   }
   const bool full = argc > 2 && std::string(argv[2]) == "full";
   std::vector<std::string> strategies = {"lend", "lend-np", "lend-ns", "d2d", "none"};
@@ -835,9 +990,5 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
         }
-  page->kernel = 2;
-  page->go.store(++d.seq, std::memory_order_release);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return d.quit(pid);
 }
