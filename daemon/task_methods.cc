@@ -89,8 +89,8 @@ json validateOne(DaemonContext& ctx, const std::string& id, double minSpeedup, B
 }
 
 // Validates `ids`, the others one at a time after `parallel` at once of those whose validation
-// times nothing, sharing one lease per GPU request: a wrapped AgentKernelArena task's (compile
-// and correctness of trusted code only, the pristine baseline and a candidate akad broke).
+// times nothing, sharing one lease per GPU request: an imported AgentKernelArena task's, wrapped
+// or converted (compile and correctness of the pristine baseline and of a candidate akad broke).
 // Rows come back in the order of `ids`.
 class ValidationRun {
  public:
@@ -106,7 +106,7 @@ class ValidationRun {
     std::vector<std::size_t> alone;
     for (std::size_t i = 0; i < ids_.size(); ++i) {
       auto task = parallel_ > 1 ? ctx_.tasks.load(ids_[i]) : Result<Task>(Error{"validated alone"});
-      if (task && task->harness == "aka-wrap") sideBySide[task->gpu ? gpuRequestOfTask(ctx_, *task).describe() : ""].push_back(i);
+      if (task && (task->harness == "aka-wrap" || task->harness == "aka-convert")) sideBySide[task->gpu ? gpuRequestOfTask(ctx_, *task).describe() : ""].push_back(i);
       else alone.push_back(i);
     }
     for (const auto& [want, group] : sideBySide)
