@@ -179,14 +179,7 @@ std::string convertTaskYaml(const ImportedTask& t, const AkaTaskConfig& c, const
   y << YAML::EndMap;
   y << YAML::Key << "timing" << YAML::Value << YAML::BeginMap << YAML::Key << "warmup" << YAML::Value << 5 << YAML::Key
     << "samples" << YAML::Value << 100 << YAML::Key << "rounds" << YAML::Value << 2 << YAML::EndMap;
-  y << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "agent_s" << YAML::Value << 3600;
-  y << YAML::Key << "compile_s" << YAML::Value << std::min(c.compile_timeout_s, 1800.0);
-  y << YAML::Key << "correctness_s" << YAML::Value << std::min(c.correctness_timeout_s, 1800.0);
-  y << YAML::Key << "performance_s" << YAML::Value << std::min(c.performance_timeout_s, 1800.0);
-  y << YAML::Key << "memory" << YAML::Value << "16G";
-  y << YAML::Key << "pids" << YAML::Value << 1024;
-  y << YAML::EndMap;
+  emitLimits(y, c, 1800.0);
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }

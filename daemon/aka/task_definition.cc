@@ -14,6 +14,17 @@ using nlohmann::json;
 
 namespace akad::aka {
 
+void emitLimits(YAML::Emitter& y, const AkaTaskConfig& c, double maxS) {
+  y << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "agent_s" << YAML::Value << 3600;
+  y << YAML::Key << "compile_s" << YAML::Value << std::min(c.compile_timeout_s, maxS);
+  y << YAML::Key << "correctness_s" << YAML::Value << std::min(c.correctness_timeout_s, maxS);
+  y << YAML::Key << "performance_s" << YAML::Value << std::min(c.performance_timeout_s, maxS);
+  y << YAML::Key << "memory" << YAML::Value << "16G";
+  y << YAML::Key << "pids" << YAML::Value << 1024;
+  y << YAML::EndMap;
+}
+
 std::string taskYaml(const ImportedTask& t, const AkaTaskConfig& c, Platform platform) {
   const std::string suite = t.id.substr(0, t.id.find('/'));
   const std::string id = t.id.substr(t.id.find('/') + 1);
@@ -56,14 +67,7 @@ std::string taskYaml(const ImportedTask& t, const AkaTaskConfig& c, Platform pla
   y << YAML::EndMap;
   y << YAML::Key << "tolerances" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::EndMap;
   y << YAML::Key << "timing" << YAML::Value << YAML::BeginMap << YAML::Key << "rounds" << YAML::Value << 2 << YAML::EndMap;
-  y << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "agent_s" << YAML::Value << 3600;
-  y << YAML::Key << "compile_s" << YAML::Value << std::min(c.compile_timeout_s, 86400.0);
-  y << YAML::Key << "correctness_s" << YAML::Value << std::min(c.correctness_timeout_s, 86400.0);
-  y << YAML::Key << "performance_s" << YAML::Value << std::min(c.performance_timeout_s, 86400.0);
-  y << YAML::Key << "memory" << YAML::Value << "16G";
-  y << YAML::Key << "pids" << YAML::Value << 1024;
-  y << YAML::EndMap;
+  emitLimits(y, c, 86400.0);
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "common/result.h"
 #include "daemon/aka/config.h"
@@ -19,6 +20,9 @@
 
 namespace akad::aka {
 
+// task.yaml's limits: AKA's timeouts (each at most maxS), 16G memory, 1024 pids, an hour for the
+// agent.
+void emitLimits(YAML::Emitter& y, const AkaTaskConfig& c, double maxS);
 // task.yaml: the prompt (with what the scorer takes of the editable files), the wrap harness,
 // the platform's image, AKA's compile command and its timeouts.
 std::string taskYaml(const ImportedTask& t, const AkaTaskConfig& c, Platform platform);

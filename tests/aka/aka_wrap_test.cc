@@ -95,6 +95,20 @@ class AkaWrapScoring : public ::testing::Test {
   Task task_;
 };
 
+// The GPU host's first NVIDIA GPU and the torch image, or why this host is not one (`skip`).
+std::optional<std::pair<std::string, ImageProfile>> torchGpuHost(std::string& skip) {
+  auto gpus = gpu::discoverGpus();
+  std::string gpuId;
+  if (gpus)
+    for (const auto& g : *gpus)
+      if (g.vendor == "nvidia" && gpuId.empty()) gpuId = g.id;
+  if (gpuId.empty()) return skip = "no NVIDIA GPU on this host; this test is for the GPU host", std::nullopt;
+  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
+  if (!image) return skip = "the torch image is not usable here: " + image.error().message, std::nullopt;
+  if (!fs::exists("/opt/torch/.venv/bin/python3")) return skip = "no /opt/torch/.venv (the torch image's Python)", std::nullopt;
+  return std::make_pair(gpuId, *image);
+}
+
 // The pairsum fixtures' kernels fail odd sizes: of the sizes generated from visible 1000 and
 // 4000, only the scaled-up 8000 passes the pristine baseline, and the held-out phase times it.
 void expectOnlyTheEvenScaledUpSizeKept(const json& s) {
@@ -488,15 +502,10 @@ TEST(AkaReports, ARunReportShowsAkasOwnScoreBesideAkads) {
 // Triton family of the fixture checkout passes AKA's own gates in wrap mode, timed against
 // itself (so about 1x). The HIP families need the compat layer (docs/aka.md, "Not built yet").
 TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
-  auto gpus = gpu::discoverGpus();
-  std::string gpuId;
-  if (gpus)
-    for (const auto& g : *gpus)
-      if (g.vendor == "nvidia" && gpuId.empty()) gpuId = g.id;
-  if (gpuId.empty()) GTEST_SKIP() << "no NVIDIA GPU on this host; this test is for the GPU host";
-  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
-  if (!image) GTEST_SKIP() << "the torch image is not usable here: " << image.error().message;
-  if (!fs::exists("/opt/torch/.venv/bin/python3")) GTEST_SKIP() << "no /opt/torch/.venv (the torch image's Python)";
+  std::string skip;
+  const auto host = torchGpuHost(skip);
+  if (!host) GTEST_SKIP() << skip;
+  const auto& [gpuId, image] = *host;
 
   aka::ImportOptions o;
   o.checkout = AKA_FIXTURE_CHECKOUT;
@@ -507,7 +516,7 @@ TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
   auto r = aka::importCheckout(o);
   ASSERT_TRUE(r) << r.error().message;
   ScoringEnvironment env = environment();
-  env.image = *image;
+  env.image = image;
   env.gpus = {gpuId};
   for (const auto& t : r->tasks) {
     ASSERT_TRUE(t.imported) << t.toJson(false).dump();
@@ -533,15 +542,10 @@ TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
 // module (the scorer takes the HIP file only), and its second scoring takes the build from the
 // cache; an empty torch2hip file runs the PyTorch model.
 TEST_F(AkaWrapScoring, OnAGpuConvertedTasksAreScoredByTheProtectedHarness) {
-  auto gpus = gpu::discoverGpus();
-  std::string gpuId;
-  if (gpus)
-    for (const auto& g : *gpus)
-      if (g.vendor == "nvidia" && gpuId.empty()) gpuId = g.id;
-  if (gpuId.empty()) GTEST_SKIP() << "no NVIDIA GPU on this host; this test is for the GPU host";
-  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, "torch");
-  if (!image) GTEST_SKIP() << "the torch image is not usable here: " << image.error().message;
-  if (!fs::exists("/opt/torch/.venv/bin/python3")) GTEST_SKIP() << "no /opt/torch/.venv (the torch image's Python)";
+  std::string skip;
+  const auto host = torchGpuHost(skip);
+  if (!host) GTEST_SKIP() << skip;
+  const auto& [gpuId, image] = *host;
 
   aka::ImportOptions o;
   o.checkout = AKA_CONVERT_CHECKOUT;
@@ -555,7 +559,7 @@ TEST_F(AkaWrapScoring, OnAGpuConvertedTasksAreScoredByTheProtectedHarness) {
   env.tasks_root = aka::importedTasksRoot(o.stateDir);
   env.trusted_cache = o.stateDir / "tasks";
   env.akacheck = AKACHECK_BIN;
-  env.image = *image;
+  env.image = image;
   env.gpus = {gpuId};
   env.build_cache = o.stateDir / "build-cache";
   env.build_cache_scope = "uid 0";
