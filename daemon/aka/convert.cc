@@ -167,7 +167,14 @@ std::string convertTaskYaml(const ImportedTask& t, const AkaTaskConfig& c, const
     y << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << ("case-" + std::to_string(i)) << YAML::Key
       << "case" << YAML::Value << i << YAML::EndMap;
   y << YAML::EndSeq;
-  y << YAML::Key << "held_out" << YAML::Value << YAML::Flow << std::vector<std::string>{};
+  // Held-out cases: the element's text replaces get_inputs()'s list in the trusted reference
+  // only (aka_convert.py); the agent's configs.json never has them.
+  y << YAML::Key << "held_out" << YAML::Value << YAML::BeginSeq;
+  for (std::size_t i = 0; i < p.heldOut.size(); ++i)
+    y << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
+      << ("held-out-" + std::to_string(i) + "-" + p.heldOut[i].rule) << YAML::Key << "case_text" << YAML::Value
+      << YAML::DoubleQuoted << p.heldOut[i].text << YAML::Key << "rule" << YAML::Value << p.heldOut[i].rule << YAML::EndMap;
+  y << YAML::EndSeq;
   y << YAML::EndMap;
   y << YAML::Key << "tolerances" << YAML::Value << YAML::BeginMap;
   for (const char* f : {"f32", "f64", "f16", "bf16"})
@@ -264,6 +271,7 @@ Result<ConvertPlan> planConversion(const AkaTaskConfig& c, const TaskFolder& fol
   auto cases = caseListElements(fileOf(folder, p.module)->bytes);
   if (!cases) return Error{p.module + ": " + cases.error().message};
   p.cases = *cases;
+  p.heldOut = heldOutCases(p.cases);
   return p;
 }
 

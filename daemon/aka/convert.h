@@ -13,6 +13,7 @@
 
 #include "common/result.h"
 #include "daemon/aka/config.h"
+#include "daemon/aka/convert_held_out.h"
 #include "daemon/aka/import.h"
 #include "daemon/aka/task_folder.h"
 
@@ -33,10 +34,11 @@ Result<std::vector<std::string>> caseListElements(const std::string& moduleSourc
 
 // What the conversion takes from the task: the files AKA's correctness command names
 // (--py_modu_file, --py_func_file, --hip_file), the class AKA's harness instantiates (named by
-// the HIP file: hip_<id>_<Class>.hip), and the case list.
+// the HIP file: hip_<id>_<Class>.hip), the case list and held-out cases made from it.
 struct ConvertPlan {
   std::string module, functional, hip, className;
   std::vector<std::string> cases;
+  std::vector<HeldOutCase> heldOut;  // made from the cases (convert_held_out.h)
 };
 Result<ConvertPlan> planConversion(const AkaTaskConfig& config, const TaskFolder& folder);
 

@@ -32,13 +32,14 @@ std::string drivenFailure(const GateRunner& g, const DrivenRun& r, const std::st
 
 }  // namespace
 
-json drivenCorrectnessGate(const GateRunner& g, const fs::path& trustedDir, const fs::path& candidateDir, const Phase& p) {
+json drivenCorrectnessGate(const GateRunner& g, const fs::path& trustedDir, const fs::path& candidateDir, const Phase& p,
+                           const std::string& who) {
   const std::string tag = p.name + "-check-run";
   const fs::path out = g.layout().out / (p.name + "-check");
-  auto r = g.runDriven("candidate", candidateDir, trustedDir, "check", p.name + "-check.json", out,
+  auto r = g.runDriven(who, candidateDir, trustedDir, "check", p.name + "-check.json", out,
                        g.task().limits.correctness_s, tag);
   if (!r) return gate(false, r.error().message);
-  if (std::string why = drivenFailure(g, *r, "candidate", tag); !why.empty()) {
+  if (std::string why = drivenFailure(g, *r, who, tag); !why.empty()) {
     json failed = gate(false, why);
     failed["run"] = r->worker.result;
     return failed;

@@ -39,9 +39,11 @@ nlohmann::json correctnessGate(const GateRunner& g, const std::filesystem::path&
 nlohmann::json performanceGate(const GateRunner& g, const std::filesystem::path& baselineDir,
                                const std::filesystem::path& candidateDir, const Phase& p);
 
-// The same as a trusted driver and the candidate's worker (usesDriver()).
+// The same as a trusted driver and the candidate's worker (usesDriver()); `who` "baseline"
+// runs the pristine program of trustedDir instead, as the baseline's uid.
 nlohmann::json drivenCorrectnessGate(const GateRunner& g, const std::filesystem::path& trustedDir,
-                                     const std::filesystem::path& candidateDir, const Phase& p);
+                                     const std::filesystem::path& candidateDir, const Phase& p,
+                                     const std::string& who = "candidate");
 nlohmann::json drivenPerformanceGate(const GateRunner& g, const std::filesystem::path& trustedDir,
                                      const std::filesystem::path& candidateDir, const Phase& p);
 // The driver's performance plan for the baseline's or the candidate's worker.

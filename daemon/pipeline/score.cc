@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "daemon/aka/build_cache.h"
+#include "daemon/aka/convert_held_out.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/gate_runner.h"
@@ -172,13 +173,6 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   o.compiled = gates["compile"]["pass"];
   if (compiled->contains("build_cache")) result["build_cache"] = (*compiled)["build_cache"];
 
-  const bool driven = usesDriver(task);
-  std::vector<Phase> phases = {makePhase("visible", task.visible, task.timing, drawSeed),
-                               makePhase("held_out", task.held_out, task.timing, drawSeed)};
-  auto seeds = writePlans(task, l, phases, driven);
-  if (!seeds) return seeds.error();
-  result["seeds"] = *seeds;
-
   ScoringEnvironment gpuEnv = env;
   if (o.compiled && task.gpu && env.acquire_gpus) {
     notify("waiting for a GPU");
@@ -187,6 +181,25 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
     gpuEnv.gpus = *ids;
   }
   const GateRunner g(task, gpuEnv, l);  // from here on every gate may use the leased GPU
+
+  const bool driven = usesDriver(task);
+  std::vector<json> heldOut = task.held_out;
+  if (o.compiled && task.harness == "aka-convert" && !heldOut.empty()) {
+    // A converted AKA task's held-out cases are akad's rules' (docs/aka.md): those the pristine
+    // baseline passes, chosen once per task version.
+    notify("held_out_selection");
+    json choice;
+    auto kept = aka::keptHeldOutConfigs(g, trusted, (env.trusted_cache.empty() ? l.root : l.trustedRoot) / "aka-held-out-kept.json",
+                                        drawSeed, choice);
+    if (!kept) return kept.error();
+    heldOut = *kept;
+    result["held_out_generated"] = choice;
+  }
+  std::vector<Phase> phases = {makePhase("visible", task.visible, task.timing, drawSeed),
+                               makePhase("held_out", heldOut, task.timing, drawSeed)};
+  auto seeds = writePlans(task, l, phases, driven);
+  if (!seeds) return seeds.error();
+  result["seeds"] = *seeds;
   if (o.compiled) {
     if (!driven) {
       notify("generate");
@@ -194,7 +207,8 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
     }
     scorePhase(g, trusted, phases[0], "", driven, env.measure_performance, clock, env, gates, o.correct, o.speedup);
     // Held-out configurations are scored whenever the candidate compiles, reported apart. A
-    // task without any (a converted AKA task, docs/aka.md) says so instead.
+    // task without any (a converted AKA task none of whose generated cases the pristine
+    // baseline passes, docs/aka.md) says so instead.
     if (!phases[1].configs.empty())
       scorePhase(g, trusted, phases[1], "held_out_", driven, env.measure_performance, clock, env, gates,
                  o.heldOutCorrect, o.heldOutSpeedup);

@@ -46,9 +46,12 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
 
   json out = {{"task", task.id}, {"task_hash", task.content_hash}};
   std::vector<std::string> problems;
-  // A task without held-out configurations (a converted AKA task) passes on its visible ones.
-  const bool noHeldOut = task.held_out.empty();
-  auto passes = [&](const json& r) { return r["correct"].get<bool>() && (noHeldOut || r["held_out_correct"].get<bool>()); };
+  // A task without held-out configurations passes on its visible ones: a converted AKA task of
+  // whose generated held-out cases the pristine baseline passes none, or that has none.
+  auto noHeldOut = [&](const json& r) {
+    return task.held_out.empty() || (r.contains("held_out_generated") && r["held_out_generated"]["kept"].empty());
+  };
+  auto passes = [&](const json& r) { return r["correct"].get<bool>() && (noHeldOut(r) || r["held_out_correct"].get<bool>()); };
 
   // The baseline needs to pass, not to be timed against itself: correctness gates only.
   ScoringEnvironment correctnessOnly = env;
@@ -56,7 +59,8 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
   auto baseline = scoreCandidate(task, task.workspaceDir(), workDir / "score-baseline", correctnessOnly);
   if (!baseline) return baseline.error();
   out["baseline"] = summary(*baseline);
-  if (noHeldOut) out["baseline"].erase("held_out_correct");  // no verdict on configurations it has none of
+  if (noHeldOut(*baseline)) out["baseline"].erase("held_out_correct");  // no verdict on configurations it has none of
+  if (baseline->contains("held_out_generated")) out["baseline"]["held_out_generated"] = (*baseline)["held_out_generated"];
   if (!passes(*baseline))
     problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string("held-out configurations fail")));
 

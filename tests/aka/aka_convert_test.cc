@@ -97,6 +97,36 @@ TEST(AkaConvert, GetInputsThatIsNoPlainCaseListIsRefusedWithTheReason) {
   EXPECT_NE(tooMany.error().message.find("more than 32"), std::string::npos);
 }
 
+// akad's held-out cases for converted tasks (convert_held_out.h): only the numbers that vary
+// between cases of one form change, numbers equal in every case stay equal, the rest of the
+// text (names with digits, strings, floats) is untouched.
+TEST(AkaConvert, HeldOutCasesChangeOnlyTheSizesThatVaryBetweenCasesOfOneForm) {
+  auto texts = [](const std::vector<HeldOutCase>& cases) {
+    std::vector<std::string> t;
+    for (const auto& c : cases) t.push_back(c.text + " " + c.rule);
+    return t;
+  };
+  // Two forms: 1-D (sizes 1024, 4096) and 2-D (both sizes vary); the groups are taken in turn.
+  EXPECT_EQ(texts(heldOutCases({"([1024],)", "([4096],)", "([64, 128],)", "([128, 256],)"})),
+            (std::vector<std::string>{"([1031],) prime", "([67, 131],) prime", "([4099],) prime", "([131, 257],) prime",
+                                      "([8192],) scaled-up", "([128, 512],) scaled-up"}));
+  // x and y share their batch in every case, and the features (128) are the model's.
+  EXPECT_EQ(texts(heldOutCases({"([512, 128], [512, 128])", "([1024, 128], [1024, 128])"}, 3)),
+            (std::vector<std::string>{"([521, 128], [521, 128]) prime", "([1031, 128], [1031, 128]) prime",
+                                      "([2048, 128], [2048, 128]) scaled-up"}));
+  // Two sizes that vary apart (input and index lengths), a dimension index that does not vary.
+  auto gather = heldOutCases({"([1024], 0, [256])", "([4096], 0, [512])"}, 2);
+  EXPECT_EQ(texts(gather), (std::vector<std::string>{"([1031], 0, [257]) prime", "([4099], 0, [521]) prime"}));
+  // Names, floats and strings keep their digits; a case alone of its form makes nothing.
+  auto typed = heldOutCases({"([64, 32], torch.float32, 1.5, \"v2\")", "([96, 32], torch.float32, 1.5, \"v2\")",
+                             "([7, 5, 16],)"}, 1);
+  EXPECT_EQ(texts(typed), (std::vector<std::string>{"([67, 32], torch.float32, 1.5, \"v2\") prime"}));
+  EXPECT_TRUE(heldOutCases({"([7, 5, 16],)"}).empty());
+  EXPECT_TRUE(heldOutCases({"([8, 16],)", "([8, 16],)"}).empty());  // nothing varies
+  // Plain sizes (kernelbench's `for b in [...]`).
+  EXPECT_EQ(texts(heldOutCases({"4096", "8192", "16384"}, 2)), (std::vector<std::string>{"4099 prime", "16411 prime"}));
+}
+
 TEST(AkaConvert, GpumodeTasksBecomeTasksOfTheProtectedHarnessBesideTheWrappedOnes) {
   ConvertWorkdir w;
   auto report = w.import(/*convert=*/true);
@@ -116,7 +146,18 @@ TEST(AkaConvert, GpumodeTasksBecomeTasksOfTheProtectedHarnessBesideTheWrappedOne
     EXPECT_EQ(task->visible[i]["name"], "case-" + std::to_string(i));
     EXPECT_EQ(task->visible[i]["case"], i);
   }
-  EXPECT_TRUE(task->held_out.empty());
+  // Held-out cases made from the two 2-D cases (the 3-D one has no other of its form): the row
+  // count varies, the 16 channels the module was built with stay. The agent's configs.json has
+  // none of them.
+  ASSERT_EQ(task->held_out.size(), 4u);
+  std::vector<std::string> heldTexts;
+  for (const auto& c : task->held_out) heldTexts.push_back(c["case_text"]);
+  EXPECT_EQ(heldTexts, (std::vector<std::string>{"([37, 16],)", "([67, 16],)", "([128, 16],)", "([17, 16],)"}));
+  EXPECT_EQ(task->held_out[0]["name"], "held-out-0-prime");
+  EXPECT_EQ(task->held_out[2]["rule"], "scaled-up");
+  const json agentConfigs = task->configsJson(/*withHeldOut=*/false);
+  EXPECT_EQ(agentConfigs["configs"].size(), 3u);
+  EXPECT_EQ(agentConfigs.dump().find("case_text"), std::string::npos) << agentConfigs.dump();
   EXPECT_DOUBLE_EQ(task->tolerances.at("f32").atol, 1e-5);  // AKA's allclose
   EXPECT_DOUBLE_EQ(task->tolerances.at("f32").rtol, 1e-4);
   EXPECT_DOUBLE_EQ(task->tolerances.at("i64").atol, 0);

@@ -538,9 +538,10 @@ TEST_F(AkaWrapScoring, OnAGpuTheTritonFamiliesPristineBaselinesPass) {
 
 // convert mode on a GPU (docs/aka.md, "Scoring (convert mode)"): the fixture checkout's gpumode
 // tasks, converted, through akad's own driver and worker. The pristine kernel passes and runs
-// about as fast as itself; a kernel that skips the bias fails however the agent edits AKA's
-// module (the scorer takes the HIP file only), and its second scoring takes the build from the
-// cache; an empty torch2hip file runs the PyTorch model.
+// about as fast as itself, and akad's held-out cases are those of its rules the pristine kernel
+// passes; a kernel that skips the bias fails however the agent edits AKA's module (the scorer
+// takes the HIP file only), and its second scoring takes the build from the cache; an empty
+// torch2hip file runs the PyTorch model.
 TEST_F(AkaWrapScoring, OnAGpuConvertedTasksAreScoredByTheProtectedHarness) {
   std::string skip;
   const auto host = torchGpuHost(skip);
@@ -590,6 +591,13 @@ TEST_F(AkaWrapScoring, OnAGpuConvertedTasksAreScoredByTheProtectedHarness) {
   EXPECT_LT(pristine["speedup"].get<double>(), 1.4);
   EXPECT_EQ(pristine["mode"], "convert");
   EXPECT_TRUE(pristine["aka"]["speedup"].is_number()) << pristine.dump(2);
+  // Held-out: akad's four cases for it vary the rows; the pristine kernel (one block, at most
+  // 1024 elements) passes the two within its reach, and only those are scored.
+  ASSERT_TRUE(pristine.contains("held_out_generated")) << pristine.dump(2);
+  EXPECT_EQ(pristine["held_out_generated"]["kept"], json({"held-out-0-prime", "held-out-3-scaled-down"})) << pristine.dump(2);
+  EXPECT_EQ(pristine["held_out_generated"]["dropped"].size(), 2u);
+  EXPECT_TRUE(pristine["held_out_correct"].get<bool>()) << pristine.dump(2);
+  EXPECT_TRUE(pristine["stage_wall_s"].contains("held_out_selection")) << pristine.dump(2);
   // The bias left out, and AKA's module edited to leave it out too: the edit is ignored. The
   // same bytes twice: built once, then taken from the build cache.
   auto skipBias = [&](const fs::path& d) {
@@ -606,6 +614,10 @@ TEST_F(AkaWrapScoring, OnAGpuConvertedTasksAreScoredByTheProtectedHarness) {
     EXPECT_FALSE((*s)["correct"].get<bool>()) << s->dump(2);
     EXPECT_NE((*s)["ignored_changes"].dump().find("pytorch_code_module"), std::string::npos) << s->dump(2);
   }
+  EXPECT_FALSE(first["held_out_correct"].get<bool>()) << first.dump(2);
+  // The choice is the task version's: later scorings read it.
+  EXPECT_EQ(first["held_out_generated"], pristine["held_out_generated"]);
+  EXPECT_FALSE(first["stage_wall_s"].contains("held_out_selection")) << first.dump(2);
   EXPECT_EQ(first["build_cache"]["hit"], false) << first.dump(2);
   EXPECT_EQ(second["build_cache"]["hit"], true) << second.dump(2);
   // torch2hip ships its kernel file empty: the PyTorch model runs, as fast as itself.

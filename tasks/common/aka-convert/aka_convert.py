@@ -9,10 +9,12 @@ as), the class both define, the HIP file the agent edits and how many input case
 then the module and the functional model built from `get_init_inputs()`, the functional
 model's parameters copied from the module's by name.
 """
+import ast
 import importlib.util
 import json
 import os
 import re
+import types
 
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 _SPEC = None
@@ -39,8 +41,39 @@ def load(which):
 
 
 def inputs_module(config):
-    """AKA's module, whose get_inputs() yields the cases, and the configuration's case index."""
+    """AKA's module, whose get_inputs() yields the cases, and the configuration's case index. A
+    held-out configuration names no index but a case's text (`case_text`, made by akad's rules
+    from the visible ones): get_inputs() as AKA wrote it, its case list that one case alone."""
+    if "case_text" in config:
+        return held_out_module(config["case_text"]), 0
     return load("module"), int(config["case"])
+
+
+def held_out_module(case_text):
+    """An object whose get_inputs() is AKA's with the list its loop goes over (a literal, or a
+    name bound to one before the loop) replaced by [case_text], run among the module's names."""
+    module = load("module")
+    path = os.path.join(HARNESS, spec()["module"])
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None)
+    loop = next((n for n in fn.body if isinstance(n, ast.For)), None) if fn else None
+    if loop is None:
+        raise ValueError("get_inputs has no loop at its top level")
+    one = ast.List(elts=[ast.parse(case_text, mode="eval").body], ctx=ast.Load())
+    if isinstance(loop.iter, (ast.List, ast.Tuple)):
+        loop.iter = one
+    elif isinstance(loop.iter, ast.Name):
+        bound = [n for n in fn.body[:fn.body.index(loop)] if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == loop.iter.id for t in n.targets)]
+        if not bound:
+            raise ValueError(f"get_inputs loops over {loop.iter.id}, which it does not bind to a list")
+        bound[-1].value = one
+    else:
+        raise ValueError("get_inputs loops over something other than a list")
+    names = dict(vars(module))
+    exec(compile(ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[])), path, "exec"), names)
+    return types.SimpleNamespace(get_inputs=names["get_inputs"])
 
 
 def _mix(seed, index):

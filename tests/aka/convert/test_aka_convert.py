@@ -9,6 +9,7 @@ whole instead; and AKA's parameter alignment by name."""
 import os
 import random
 import sys
+import tempfile
 import types
 import unittest
 from contextlib import contextmanager
@@ -111,6 +112,53 @@ class CaseInputs(unittest.TestCase):
             self.draw(t, cases_module(t, [4], extra=3), 0, seed=1)
         with self.assertRaisesRegex(ValueError, "yielded no case 5"):
             self.draw(t, cases_module(t, [4, 8]), 5, seed=1)
+
+
+class HeldOutCases(unittest.TestCase):
+    """A held-out configuration names a case's text (akad's rules made it from the visible ones):
+    the trusted reference runs AKA's own get_inputs() with its case list replaced by that case."""
+
+    SOURCE = (
+        "import torch\n\nFEATURES = 16\n\n\ndef get_inputs():\n"
+        "    configs = [\n        ([64, FEATURES],),  # a comment\n        ([33, FEATURES],),\n    ]\n"
+        "    scale = 2\n    for shape in configs:\n        yield [torch.rand(shape[0][0] * scale)]\n")
+    LITERAL = (
+        "import torch\n\n\ndef get_inputs():\n    for b, d in [(4, 7), (16, 31)]:\n"
+        "        yield [torch.rand(b * d)]\n")
+
+    @contextmanager
+    def module(self, source, torch):
+        saved = (aka_convert.HARNESS, aka_convert._SPEC, dict(aka_convert._MODULES), sys.modules.get("torch"))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "aka_module.py"), "w") as f:
+                f.write(source)
+            aka_convert.HARNESS, aka_convert._SPEC, aka_convert._MODULES = d, {"module": "aka_module.py"}, {}
+            sys.modules["torch"] = torch
+            try:
+                yield
+            finally:
+                aka_convert.HARNESS, aka_convert._SPEC, aka_convert._MODULES = saved[:3]
+                if saved[3] is None:
+                    sys.modules.pop("torch", None)
+                else:
+                    sys.modules["torch"] = saved[3]
+
+    def test_the_case_list_bound_to_a_name_is_replaced_and_the_rest_of_get_inputs_runs(self):
+        t = StandInTorch()
+        with self.module(self.SOURCE, t):
+            out = aka_convert.case_inputs(t, {"name": "held-out-0-prime", "case_text": "([37, FEATURES],)"}, 5, "cuda")
+            self.assertEqual(len(out["in0"].values), 74)  # the module's FEATURES and get_inputs's scale still apply
+            self.assertEqual(t.seeds, [aka_convert._mix(5, 0)])
+            visible = aka_convert.case_inputs(t, {"name": "case-1", "case": 1}, 5, "cuda")
+            self.assertEqual(len(visible["in0"].values), 66)  # the visible cases are untouched
+
+    def test_a_literal_in_the_loop_is_replaced_and_a_case_that_is_no_expression_is_refused(self):
+        t = StandInTorch()
+        with self.module(self.LITERAL, t):
+            out = aka_convert.case_inputs(t, {"case_text": "(5, 11)"}, 1, "cpu")
+            self.assertEqual(len(out["in0"].values), 55)
+            with self.assertRaises(SyntaxError):
+                aka_convert.case_inputs(t, {"case_text": "(5, "}, 1, "cpu")
 
 
 class Alignment(unittest.TestCase):
