@@ -15,6 +15,11 @@ using nlohmann::json;
 namespace akad::aka {
 namespace {
 
+// A generated case has at most twice the elements of the group's largest: the driver keeps
+// whole outputs of each correctness call for the checker, and gpumode's largest cases are
+// already 0.5 GiB a tensor.
+constexpr std::int64_t kGrowth = 2;
+
 // A case's text split at its integer literals: text[0] n[0] text[1] ... n[k-1] text[k].
 struct CaseForm {
   std::vector<std::string> text;
@@ -90,7 +95,7 @@ std::vector<HeldOutCase> groupCases(const std::vector<CaseForm>& group, std::siz
     for (std::size_t p : firstOf) s.push_back(c.n[p]);
     sizes.shapes.push_back(s);
   }
-  for (const auto& g : generateShapes(sizes, max)) {
+  for (const auto& g : generateShapes(sizes, max, kGrowth)) {
     std::string text = group[0].text[0];
     for (std::size_t p = 0; p < k; ++p)
       text += std::to_string(classOf[p] < 0 ? group[0].n[p] : g.shape[classOf[p]]) + group[0].text[p + 1];
@@ -99,26 +104,24 @@ std::vector<HeldOutCase> groupCases(const std::vector<CaseForm>& group, std::siz
   return out;
 }
 
-// The verdict of one run of the pristine baseline on `configs`: the names it passed, or an
-// Error when the run failed as a whole (a crash: no verdict per configuration).
-Result<std::vector<std::string>> baselinePasses(const GateRunner& g, const fs::path& trustedDir,
-                                                const std::vector<json>& configs, const std::string& phaseName,
-                                                const std::function<uint64_t()>& seed) {
+// The verdict of one run of the pristine baseline on `configs`: why each failed (empty when it
+// passed), or an Error when the run failed as a whole (a crash: no verdict per configuration).
+Result<std::map<std::string, std::string>> baselineVerdicts(const GateRunner& g, const fs::path& trustedDir,
+                                                            const std::vector<json>& configs, const std::string& phaseName,
+                                                            const std::function<uint64_t()>& seed) {
   const Phase p = makePhase(phaseName, configs, g.task().timing, seed);
   if (auto s = writeFile(g.layout().plans / (phaseName + "-check.json"), checkPlan(p, true).dump()); !s) return s.error();
   const json gateResult = drivenCorrectnessGate(g, trustedDir, trustedDir, p, "baseline");
   if (!gateResult.contains("cases")) return Error{gateResult.value("reason", std::string("the run failed"))};
-  std::map<std::string, bool> ok;
-  for (const auto& cfg : configs) ok[cfg["name"].get<std::string>()] = true;
+  std::map<std::string, std::string> why;
+  for (const auto& cfg : configs) why[cfg["name"].get<std::string>()] = "";
   for (const json& c : gateResult["cases"]) {
     const std::string name = c.value("name", std::string());
     const std::string config = name.substr(0, name.rfind(".s"));
-    if (ok.count(config) && !c.value("ok", false)) ok[config] = false;
+    if (why.count(config) && !c.value("ok", false) && why[config].empty())
+      why[config] = c.value("reason", std::string("wrong output"));
   }
-  std::vector<std::string> passed;
-  for (const auto& [name, pass] : ok)
-    if (pass) passed.push_back(name);
-  return passed;
+  return why;
 }
 
 }  // namespace
@@ -165,21 +168,22 @@ Result<std::vector<json>> keptHeldOutConfigs(const GateRunner& g, const fs::path
       return select(cached);
     }
   }
-  std::vector<std::string> passed;
-  if (auto together = baselinePasses(g, trustedDir, all, "held_out_choice", seed)) {
-    passed = *together;
+  std::map<std::string, std::string> why;
+  if (auto together = baselineVerdicts(g, trustedDir, all, "held_out_choice", seed)) {
+    why = *together;
   } else {
-    for (std::size_t i = 0; i < all.size(); ++i)
-      if (auto alone = baselinePasses(g, trustedDir, {all[i]}, "held_out_choice_" + std::to_string(i), seed); alone)
-        passed.insert(passed.end(), alone->begin(), alone->end());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      auto alone = baselineVerdicts(g, trustedDir, {all[i]}, "held_out_choice_" + std::to_string(i), seed);
+      why[all[i]["name"].get<std::string>()] = alone ? alone->begin()->second : alone.error().message;
+    }
   }
   // A scoring cancelled meanwhile failed every run for that reason: no choice to keep.
   if (g.environment().canceller && g.environment().canceller->cancelled()) return Error{"cancelled during the held-out choice"};
   json kept = json::array(), dropped = json::array();
   for (const auto& cfg : all) {
     const std::string name = cfg["name"];
-    if (std::find(passed.begin(), passed.end(), name) != passed.end()) kept.push_back(name);
-    else dropped.push_back({{"name", name}, {"rule", cfg.value("rule", std::string())}});
+    if (why[name].empty()) kept.push_back(name);
+    else dropped.push_back({{"name", name}, {"rule", cfg.value("rule", std::string())}, {"reason", why[name].substr(0, 400)}});
   }
   choice = {{"kept", kept}, {"dropped", dropped}};
   std::error_code ec;

@@ -160,7 +160,7 @@ std::string parametrizeCode(const std::string& prefix, const std::vector<Shape>&
   return code + "]";
 }
 
-std::vector<GeneratedShape> generateShapes(const ShapeList& visible, std::size_t max) {
+std::vector<GeneratedShape> generateShapes(const ShapeList& visible, std::size_t max, std::int64_t growth) {
   std::vector<GeneratedShape> out;
   const auto& v = visible.shapes;
   if (v.empty()) return out;
@@ -172,7 +172,7 @@ std::vector<GeneratedShape> generateShapes(const ShapeList& visible, std::size_t
     largest = std::max(largest, elements(v[i]));
   }
   auto add = [&](Shape s, const char* rule) {
-    if (out.size() >= max || elements(s) > 4 * largest) return;
+    if (out.size() >= max || elements(s) > growth * largest) return;
     for (std::int64_t d : s)
       if (d < 1) return;
     if (std::find(v.begin(), v.end(), s) != v.end()) return;

@@ -43,9 +43,9 @@ struct GeneratedShape {
   Shape shape;
   std::string rule;  // "prime" | "scaled-up" | "scaled-down" | "aspect"
 };
-// At most `max` shapes, none of them visible, each no larger (in elements) than four times the
-// largest visible one. Deterministic.
-std::vector<GeneratedShape> generateShapes(const ShapeList& visible, std::size_t max = 6);
+// At most `max` shapes, none of them visible, each no larger (in elements) than `growth` times
+// the largest visible one. Deterministic.
+std::vector<GeneratedShape> generateShapes(const ShapeList& visible, std::size_t max = 6, std::int64_t growth = 4);
 
 // `TEST_SHAPES = [...]` code for a list of shapes, in the visible list's form.
 std::string testShapesCode(const std::vector<Shape>& shapes, bool scalars);

@@ -30,6 +30,14 @@ std::string drivenFailure(const GateRunner& g, const DrivenRun& r, const std::st
   return "";
 }
 
+// The kept calls' data once akacheck has judged it: whole outputs of large cases come to GiBs,
+// of no use after the verdict, and a validation scores many tasks side by side on one disk.
+void dropJudgedData(const fs::path& out) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec))
+    if (e.path().extension() == ".akt") fs::remove(e.path(), ec);
+}
+
 }  // namespace
 
 json drivenCorrectnessGate(const GateRunner& g, const fs::path& trustedDir, const fs::path& candidateDir, const Phase& p,
@@ -45,6 +53,7 @@ json drivenCorrectnessGate(const GateRunner& g, const fs::path& trustedDir, cons
     return failed;
   }
   auto verdict = g.checkKeptCalls(out, p.name + "-check-verdict");
+  dropJudgedData(out);
   if (!verdict) return gate(false, verdict.error().message);
   json result = gate(true, "");
   result["run"] = r->worker.result;
@@ -227,6 +236,7 @@ json timeRound(const GateRunner& g, const fs::path& trustedDir, const fs::path& 
       return gate(false, "the driver's report: " + s.error().message);
     if (side == 1) {
       auto verdict = g.checkKeptCalls(out, tag + "-verdict");
+      dropJudgedData(out);
       if (!verdict) return gate(false, verdict.error().message);
       if (!(*verdict)["ok"].get<bool>())
         return gate(false, "outputs of timed calls are wrong (skipped, deferred, cached or replayed work?): " +

@@ -94,7 +94,7 @@ Result<json> compileGate(const GateRunner& g, const Task& task, const fs::path& 
 }
 
 // The plans of both phases (for a driven harness, the trusted driver's only: the worker sees
-// no plan, no seed and no input file) and the tolerances; returns the seeds for the result.
+// no plan, no seed and no input file); returns the seeds for the result.
 Result<json> writePlans(const Task& task, const Layout& l, const std::vector<Phase>& phases, bool driven) {
   json seeds = json::object();
   for (const auto& p : phases) {
@@ -113,7 +113,6 @@ Result<json> writePlans(const Task& task, const Layout& l, const std::vector<Pha
     if (auto s = writeFile(l.plans / (p.name + "-check.json"), checkPlan(p, false).dump()); !s) return s.error();
     if (auto s = writeFile(l.plans / (p.name + "-perf.json"), perfPlan(p, task.timing, false).dump()); !s) return s.error();
   }
-  if (auto s = writeFile(l.plans / "tolerances.json", task.tolerancesJson().dump()); !s) return s.error();
   return seeds;
 }
 
@@ -183,6 +182,8 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   const GateRunner g(task, gpuEnv, l);  // from here on every gate may use the leased GPU
 
   const bool driven = usesDriver(task);
+  // The checker's tolerances, for every check from here on (the held-out choice's too).
+  if (auto s = writeFile(l.plans / "tolerances.json", task.tolerancesJson().dump()); !s) return s.error();
   std::vector<json> heldOut = task.held_out;
   if (o.compiled && task.harness == "aka-convert" && !heldOut.empty()) {
     // A converted AKA task's held-out cases are akad's rules' (docs/aka.md): those the pristine
