@@ -62,6 +62,7 @@ json validateOne(DaemonContext& ctx, const std::string& id, double minSpeedup, B
   if (image && task->gpu && servable) {
     if (!shared.empty()) {
       env.gpus = shared;
+      env.gpu_shared = true;
     } else if (auto g = ctx.gpus->acquire("tasks validate " + id, want, [&] { return r->done() || job.stopping(); })) {
       lease = std::make_unique<GpuLease>(*ctx.gpus, g);
       env.gpus = {g->id};

@@ -186,6 +186,7 @@ Result<std::vector<json>> keptHeldOutConfigs(const GateRunner& g, const fs::path
     else dropped.push_back({{"name", name}, {"rule", cfg.value("rule", std::string())}, {"reason", why[name].substr(0, 400)}});
   }
   choice = {{"kept", kept}, {"dropped", dropped}};
+  if (g.environment().gpu_shared) return select(choice);  // made beside other scorings: this one only
   std::error_code ec;
   fs::create_directories(cacheFile.parent_path(), ec);
   const fs::path tmp = cacheFile.string() + ".tmp-" + randomHex(4);

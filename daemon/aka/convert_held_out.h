@@ -35,7 +35,8 @@ std::vector<HeldOutCase> heldOutCases(const std::vector<std::string>& visible, s
 // The held-out configurations of the converted task `g.task()` that the pristine baseline (the
 // program of `trustedDir`) passes on the GPU: first all at once, then, if that run failed as a
 // whole, each alone. Kept beside the trusted caches (`cacheFile`), so later scorings of the
-// same task version read the choice. `choice` gets {"kept": [names], "dropped": [{name, rule,
+// same task version read the choice, unless it was made on a GPU other scorings shared
+// (ScoringEnvironment::gpu_shared: a case may have failed for want of their memory). `choice` gets {"kept": [names], "dropped": [{name, rule,
 // reason}]}. The scoring's plans folder must hold its tolerances.json already.
 Result<std::vector<nlohmann::json>> keptHeldOutConfigs(const GateRunner& g, const std::filesystem::path& trustedDir,
                                                        const std::filesystem::path& cacheFile,

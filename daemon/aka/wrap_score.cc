@@ -57,6 +57,7 @@ Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, cons
     fs::remove_all(dir, ec);
   }
   json out = {{"kept", kept}, {"dropped", dropped}};
+  if (env.gpu_shared) return out;  // made beside other scorings on one GPU: a drop may be theirs
   const fs::path tmp = cache.string() + ".tmp-" + randomHex(4);
   std::error_code ec;
   fs::create_directories(cache.parent_path(), ec);
