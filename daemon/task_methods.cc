@@ -107,7 +107,7 @@ class ValidationRun {
     std::vector<std::size_t> alone;
     for (std::size_t i = 0; i < ids_.size(); ++i) {
       auto task = parallel_ > 1 ? ctx_.tasks.load(ids_[i]) : Result<Task>(Error{"validated alone"});
-      if (task && (task->harness == "aka-wrap" || task->harness == "aka-convert")) sideBySide[task->gpu ? gpuRequestOfTask(ctx_, *task).describe() : ""].push_back(i);
+      if (task && task->traits().imported) sideBySide[task->gpu ? gpuRequestOfTask(ctx_, *task).describe() : ""].push_back(i);
       else alone.push_back(i);
     }
     for (const auto& [want, group] : sideBySide)

@@ -133,11 +133,7 @@ class GateRunner {
 
 
 // Harnesses whose correctness and performance gates run as a trusted driver and a candidate
-// worker (docs/scoring.md, "Driver and worker"): all of akad's own (cpp, hip, python). The
-// imported AgentKernelArena tasks (aka-wrap) are scored by daemon/aka/wrap_score.cc.
-inline bool usesDriver(const Task& task) {
-  return task.harness == "cpp" || task.harness == "hip" || task.harness == "python" ||
-         task.harness == "aka-convert";
-}
+// worker (docs/scoring.md, "Driver and worker"): HarnessTraits::driven.
+inline bool usesDriver(const Task& task) { return task.traits().driven; }
 
 }  // namespace akad

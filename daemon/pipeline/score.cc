@@ -49,7 +49,7 @@ Status createScoringDirs(const Layout& l) {
 // build/aka-ext, where its build script takes it instead of building again. {key, hit}, or
 // null when the task or the scoring keeps none.
 Result<json> restoreConvertedBuild(const Task& task, const ScoringEnvironment& env, const fs::path& ws) {
-  if (task.harness != "aka-convert" || env.build_cache.empty()) return json(nullptr);
+  if (!task.traits().akaConverted || env.build_cache.empty()) return json(nullptr);
   auto key = aka::candidateBuildKey(task.content_hash, env.build_cache_scope + "\n" + env.image.name, task.editable, ws);
   if (!key) return key.error();
   std::error_code ec;
@@ -142,7 +142,7 @@ void scorePhase(const GateRunner& g, const fs::path& trusted, const Phase& p, co
 Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, const fs::path& workDir,
                             const ScoringEnvironment& env) {
   // An imported AgentKernelArena task is scored by its own harness (docs/aka.md).
-  if (task.harness == "aka-wrap") return aka::scoreWrappedCandidate(task, candidateTree, workDir, env);
+  if (task.traits().akaCommands) return aka::scoreWrappedCandidate(task, candidateTree, workDir, env);
   // Wall time of every stage, for the result and the log: where a scoring's time goes.
   StageClock clock("trusted build");
   auto notify = [&](const std::string& gateName) {
@@ -185,7 +185,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   // The checker's tolerances, for every check from here on (the held-out choice's too).
   if (auto s = writeFile(l.plans / "tolerances.json", task.tolerancesJson().dump()); !s) return s.error();
   std::vector<json> heldOut = task.held_out;
-  if (o.compiled && task.harness == "aka-convert" && !heldOut.empty()) {
+  if (o.compiled && task.traits().akaConverted && !heldOut.empty()) {
     // A converted AKA task's held-out cases are akad's rules' (docs/aka.md): those the pristine
     // baseline passes, chosen once per task version.
     notify("held_out_selection");
@@ -221,7 +221,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   // not for the candidate's: such a scoring is no result at all.
   if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
   assembleResult(result, gates, o, env.measure_performance);
-  if (task.harness == "aka-convert") addConvertFigures(result);
+  if (task.traits().akaConverted) addConvertFigures(result);
   auto [stageTimes, stageText] = clock.finish();
   result["stage_wall_s"] = stageTimes;
   log::info("scored ", task.id, ": compiled=", o.compiled, " correct=", o.correct, " speedup=", o.speedup,

@@ -36,6 +36,24 @@ struct TaskLimits {
   int pids = 256;
 };
 
+// What the scorer and the daemon do differently for a harness, beyond the layers it is
+// assembled from: one description per harness, so no code compares harness names.
+struct HarnessTraits {
+  // Correctness and performance run as a trusted driver and a candidate worker (docs/scoring.md,
+  // "Driver and worker"): akad's own harnesses (cpp, hip, python) and converted AKA tasks.
+  bool driven = false;
+  // AKA's own commands run in akad sandboxes (aka-wrap: daemon/aka/wrap_score.cc).
+  bool akaCommands = false;
+  // A converted AKA gpumode task (aka-convert, docs/aka.md): its extension in the build cache,
+  // held-out cases chosen by the pristine baseline, AKA's figures in the result.
+  bool akaConverted = false;
+  // An imported AKA task (either): no reference solution, the held-out list may be empty, and
+  // validation times nothing, so tasks are validated side by side.
+  bool imported = false;
+};
+// A harness's traits; an unknown harness (a task's own) has none of them.
+HarnessTraits harnessTraits(const std::string& harness);
+
 struct Task {
   std::filesystem::path dir;  // the task folder
   std::string id;             // "<suite>/<id>"
@@ -55,6 +73,8 @@ struct Task {
   TaskTiming timing;
   TaskLimits limits;
   std::string content_hash;  // SHA-256 over the folder (see taskContentHash)
+
+  HarnessTraits traits() const { return harnessTraits(harness); }
 
   std::filesystem::path workspaceDir() const { return dir / "workspace"; }
   std::filesystem::path harnessDir() const { return dir / "harness"; }

@@ -110,7 +110,7 @@ void readConfigurations(ConfigCheck& check, const json& root, Task& t) {
   t.visible = readConfigList(check, *configs, "visible", names, /*mayBeEmpty=*/false);
   // An imported AgentKernelArena task (daemon/aka/) keeps its held-out shapes, if it has any,
   // where only its wrap scorer reads them (aka.json; docs/aka.md), not as configurations.
-  t.held_out = readConfigList(check, *configs, "held_out", names, /*mayBeEmpty=*/t.harness == "aka-wrap" || t.harness == "aka-convert");
+  t.held_out = readConfigList(check, *configs, "held_out", names, /*mayBeEmpty=*/t.traits().imported);
 }
 
 // An empty map is valid: integer outputs are always compared exactly.
@@ -170,6 +170,15 @@ void checkFolders(ConfigCheck& check, const Task& t) {
 }
 
 }  // namespace
+
+HarnessTraits harnessTraits(const std::string& harness) {
+  HarnessTraits t;
+  t.driven = harness == "cpp" || harness == "hip" || harness == "python" || harness == "aka-convert";
+  t.akaCommands = harness == "aka-wrap";
+  t.akaConverted = harness == "aka-convert";
+  t.imported = t.akaCommands || t.akaConverted;
+  return t;
+}
 
 Result<Task> readTaskFile(const fs::path& dir) {
   const fs::path file = dir / "task.yaml";

@@ -27,7 +27,7 @@ json summary(const json& r) {
 Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const fs::path& workDir,
                           double minSpeedup) {
   // An imported AgentKernelArena task has no reference solution: baseline and broken only.
-  if (task.harness == "aka-wrap") return aka::validateWrappedTask(task, env, workDir);
+  if (task.traits().akaCommands) return aka::validateWrappedTask(task, env, workDir);
   std::error_code ec;
   fs::remove_all(workDir, ec);
   const fs::path solutionTree = workDir / "solution-tree";
@@ -65,7 +65,7 @@ Result<json> validateTask(const Task& task, const ScoringEnvironment& env, const
     problems.push_back("the baseline does not pass: " + baseline->value("failure", std::string("held-out configurations fail")));
 
   // A converted AKA task has no reference solution (AKA ships none): baseline and broken only.
-  if (task.harness != "aka-convert") {
+  if (!task.traits().imported) {
     auto solution = scoreCandidate(task, solutionTree, workDir / "score-solution", env);
     if (!solution) return solution.error();
     out["solution"] = summary(*solution);
