@@ -34,14 +34,30 @@ Layout layoutFor(const Task& task, const fs::path& workDir, const ScoringEnviron
   return l;
 }
 
-Status createScoringDirs(const Layout& l) {
+// The scoring's folders, and the checker's tolerances for every check in it (the held-out
+// choice's too, which runs before the plans are written).
+Status createScoringDirs(const Layout& l, const Task& task) {
   std::error_code ec;
   if (fs::exists(l.root)) return Error{"scoring directory " + l.root.string() + " already exists"};
   for (const auto& d : {l.gen, l.expected, l.plans, l.out, l.logs}) {
     fs::create_directories(d, ec);
     if (ec) return Error{"cannot create " + d.string() + ": " + ec.message()};
   }
-  return {};
+  return writeFile(l.plans / "tolerances.json", task.tolerancesJson().dump());
+}
+
+// The gates' environment after compile: with the GPU leased now when the task needs one and
+// the scoring leases its own (env.acquire_gpus).
+Result<ScoringEnvironment> withLeasedGpu(const Task& task, const ScoringEnvironment& env, bool compiled,
+                                         const std::function<void(const std::string&)>& notify) {
+  ScoringEnvironment gpuEnv = env;
+  if (compiled && task.gpu && env.acquire_gpus) {
+    notify("waiting for a GPU");
+    auto ids = env.acquire_gpus();
+    if (!ids) return ids.error();
+    gpuEnv.gpus = *ids;
+  }
+  return gpuEnv;
 }
 
 // A converted AKA task's candidate extension (docs/aka.md, "Build cache"): the build this
@@ -116,6 +132,20 @@ Result<json> writePlans(const Task& task, const Layout& l, const std::vector<Pha
   return seeds;
 }
 
+// A converted AKA task's held-out cases are akad's rules' (docs/aka.md): those the pristine
+// baseline passes, chosen once per task version and kept beside its trusted build. `result`
+// gets the choice.
+Result<std::vector<json>> convertedHeldOut(const GateRunner& g, const fs::path& trusted,
+                                           const std::function<uint64_t()>& drawSeed, json& result) {
+  const Layout& l = g.layout();
+  const fs::path cache = (g.environment().trusted_cache.empty() ? l.root : l.trustedRoot) / "aka-held-out-kept.json";
+  json choice;
+  auto kept = aka::keptHeldOutConfigs(g, trusted, cache, drawSeed, choice);
+  if (!kept) return kept.error();
+  result["held_out_generated"] = choice;
+  return kept;
+}
+
 // Correctness, then performance of one phase; wrong timed outputs or unaccountable times fail
 // the phase as well. `ok` and `speedup` are the phase's outcome.
 void scorePhase(const GateRunner& g, const fs::path& trusted, const Phase& p, const std::string& prefix, bool driven,
@@ -150,7 +180,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
     if (env.on_gate) env.on_gate(gateName);
   };
   const Layout l = layoutFor(task, workDir, env);
-  if (auto s = createScoringDirs(l); !s) return s.error();
+  if (auto s = createScoringDirs(l, task); !s) return s.error();
   auto built = ensureTrustedBuild(task, env);
   if (!built) return built.error();
   const fs::path& trusted = built->dir;
@@ -172,29 +202,17 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   o.compiled = gates["compile"]["pass"];
   if (compiled->contains("build_cache")) result["build_cache"] = (*compiled)["build_cache"];
 
-  ScoringEnvironment gpuEnv = env;
-  if (o.compiled && task.gpu && env.acquire_gpus) {
-    notify("waiting for a GPU");
-    auto ids = env.acquire_gpus();
-    if (!ids) return ids.error();
-    gpuEnv.gpus = *ids;
-  }
-  const GateRunner g(task, gpuEnv, l);  // from here on every gate may use the leased GPU
+  auto gpuEnv = withLeasedGpu(task, env, o.compiled, notify);
+  if (!gpuEnv) return gpuEnv.error();
+  const GateRunner g(task, *gpuEnv, l);  // from here on every gate may use the leased GPU
 
   const bool driven = usesDriver(task);
-  // The checker's tolerances, for every check from here on (the held-out choice's too).
-  if (auto s = writeFile(l.plans / "tolerances.json", task.tolerancesJson().dump()); !s) return s.error();
   std::vector<json> heldOut = task.held_out;
   if (o.compiled && task.traits().akaConverted && !heldOut.empty()) {
-    // A converted AKA task's held-out cases are akad's rules' (docs/aka.md): those the pristine
-    // baseline passes, chosen once per task version.
     notify("held_out_selection");
-    json choice;
-    auto kept = aka::keptHeldOutConfigs(g, trusted, (env.trusted_cache.empty() ? l.root : l.trustedRoot) / "aka-held-out-kept.json",
-                                        drawSeed, choice);
+    auto kept = convertedHeldOut(g, trusted, drawSeed, result);
     if (!kept) return kept.error();
     heldOut = *kept;
-    result["held_out_generated"] = choice;
   }
   std::vector<Phase> phases = {makePhase("visible", task.visible, task.timing, drawSeed),
                                makePhase("held_out", heldOut, task.timing, drawSeed)};
