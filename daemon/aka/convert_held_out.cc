@@ -118,8 +118,10 @@ Result<std::map<std::string, std::string>> baselineVerdicts(const GateRunner& g,
   for (const json& c : gateResult["cases"]) {
     const std::string name = c.value("name", std::string());
     const std::string config = name.substr(0, name.rfind(".s"));
-    if (why.count(config) && !c.value("ok", false) && why[config].empty())
-      why[config] = c.value("reason", std::string("wrong output"));
+    if (why.count(config) && !c.value("ok", false) && why[config].empty()) {
+      const std::string reason = c.value("reason", std::string());
+      why[config] = reason.empty() ? "wrong output" : reason;
+    }
   }
   return why;
 }

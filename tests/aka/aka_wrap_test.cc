@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "daemon/aka/convert_held_out.h"
 #include "daemon/aka/import.h"
 #include "daemon/aka/wrap_compat.h"
 #include "daemon/aka/wrap_score.h"
@@ -205,6 +206,81 @@ TEST_F(AkaWrapScoring, AHeldOutChoiceMadeOnASharedGpuIsNotKeptForLaterScorings) 
     tried = tried || e.path().filename().string().find("held-out-trial") != std::string::npos;
   EXPECT_TRUE(tried) << "the scoring on its own GPU decided the held-out shapes again";
   EXPECT_TRUE(fs::exists(shared.trusted_cache / task->content_hash / "aka-held-out-kept.json"));
+}
+
+// The converted tasks' held-out choice (convert_held_out.h) through the real driver, worker and
+// checker, on akad's cpp task cpu/prefix_sum in place of a converted task (whose harness needs
+// PyTorch and a GPU): its pristine kernel, cut to scan at most 2000 columns, passes the held-out
+// configurations within that reach only. The choice is kept per task version, and not when it
+// was made on a GPU shared with other scorings.
+TEST_F(AkaWrapScoring, TheHeldOutChoiceKeepsWhatThePristineBaselinePasses_CppTaskInPlaceOfAConvertedOne) {
+  const fs::path root = tmp_ / "native-tasks";
+  for (const char* layer : {"common/cpp", "common/checker", "cpu/prefix_sum"})
+    ASSERT_TRUE(copyTree(fs::path(AKAD_SOURCE_TASKS) / layer, root / layer).ok()) << layer;
+  const fs::path dir = root / "cpu/prefix_sum";
+  std::ofstream(dir / "workspace/kernel.cpp")
+      << "#include <cstddef>\n\nextern \"C\" void row_scan(const float* x, float* out, size_t rows, size_t cols) {\n"
+         "  for (size_t r = 0; r < rows; ++r) {\n    double sum = 0;\n"
+         "    for (size_t c = 0; c < cols; ++c) {\n      if (c < 2000) sum += x[r * cols + c];\n"
+         "      out[r * cols + c] = static_cast<float>(sum);\n    }\n  }\n}\n";
+  std::string yaml = readText(dir / "task.yaml");
+  const auto from = yaml.find("  held_out:\n"), to = yaml.find("tolerances:");
+  ASSERT_NE(from, std::string::npos);
+  yaml.replace(from, to - from,
+               "  held_out:\n    - {name: held-out-0-prime, rows: 3, cols: 1999, rule: prime}\n"
+               "    - {name: held-out-1-scaled-up, rows: 2, cols: 4001, rule: scaled-up}\n"
+               "    - {name: held-out-2-aspect, rows: 5000, cols: 7, rule: aspect}\n");
+  akafixture::writeText(dir / "task.yaml", yaml);
+  auto task = loadTask(dir);
+  ASSERT_TRUE(task) << task.error().message;
+  ScoringEnvironment env = environment();
+  env.tasks_root = root;
+  env.trusted_cache = tmp_ / "native-trusted";
+  env.akacheck = AKACHECK_BIN;
+  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, task->image);
+  ASSERT_TRUE(image) << image.error().message;
+  env.image = *image;
+  auto built = ensureTrustedBuild(*task, env);
+  ASSERT_TRUE(built) << built.error().message;
+
+  auto choose = [&](const std::string& name, const ScoringEnvironment& e, const fs::path& cache) {
+    Layout l;
+    l.root = tmp_ / name;
+    l.ws = l.root / "ws";
+    l.gen = l.root / "gen";
+    l.expected = l.root / "expected";
+    l.plans = l.root / "plans";
+    l.out = l.root / "out";
+    l.logs = l.root / "logs";
+    l.trustedRoot = e.trusted_cache / task->content_hash;
+    for (const auto& d : {l.plans, l.out, l.logs}) fs::create_directories(d);
+    EXPECT_TRUE(writeFile(l.plans / "tolerances.json", task->tolerancesJson().dump()).ok());
+    json choice;
+    auto kept = aka::keptHeldOutConfigs(GateRunner(*task, e, l), built->dir, cache, secureRandom64, choice);
+    EXPECT_TRUE(kept) << (kept ? "" : kept.error().message);
+    std::vector<std::string> names;
+    for (const json& c : kept ? *kept : std::vector<json>{}) names.push_back(c["name"]);
+    return std::make_pair(names, choice);
+  };
+  const fs::path cache = tmp_ / "native-trusted" / "choice.json";
+  ScoringEnvironment shared = env;
+  shared.gpu_shared = true;
+  const auto [sharedNames, sharedChoice] = choose("choice-shared", shared, cache);
+  EXPECT_EQ(sharedNames, (std::vector<std::string>{"held-out-0-prime", "held-out-2-aspect"})) << sharedChoice.dump(2);
+  EXPECT_FALSE(fs::exists(cache)) << "a choice made on a shared GPU was kept";
+
+  const auto [names, choice] = choose("choice", env, cache);
+  EXPECT_EQ(names, (std::vector<std::string>{"held-out-0-prime", "held-out-2-aspect"})) << choice.dump(2);
+  ASSERT_EQ(choice["dropped"].size(), 1u) << choice.dump(2);
+  EXPECT_EQ(choice["dropped"][0]["name"], "held-out-1-scaled-up");
+  EXPECT_EQ(choice["dropped"][0]["rule"], "scaled-up");
+  EXPECT_FALSE(choice["dropped"][0]["reason"].get<std::string>().empty());
+  ASSERT_TRUE(fs::exists(cache));
+  // Kept for the task version: the next choice runs nothing.
+  const auto [again, againChoice] = choose("choice-again", env, cache);
+  EXPECT_EQ(again, names);
+  EXPECT_EQ(againChoice, choice);
+  EXPECT_FALSE(fs::exists(tmp_ / "choice-again" / "out" / "held_out_choice-check")) << "the cached choice ran a check";
 }
 
 TEST_F(AkaWrapScoring, AKernelFittedToTheVisibleSizesFailsTheHeldOutOnes) {

@@ -149,9 +149,10 @@ std::string agentWorkingUntil(std::chrono::seconds fromNow) {
   return "left=$((" + std::to_string(until) + " - $(date +%s))); if [ $left -gt 0 ]; then sleep $left; fi";
 }
 
-// Until the attempt's stages run on the node; its job id.
+// Until the attempt's stages run on the node (at most two minutes: a loaded CI machine takes
+// over one to start a job); its job id.
 std::string waitOnNode(PipelineDaemon& d, const std::string& run) {
-  for (int i = 0; i < 240; ++i) {
+  for (int i = 0; i < 480; ++i) {
     json a = d.ctlJson({"status", run}).at("attempts").at(0);
     const json stage = a.value("stage", json());
     const std::string name = stage.is_string() ? stage.get<std::string>() : "";
@@ -319,9 +320,10 @@ TEST_F(SlurmExecutorTest, ADaemonThatDiesLeavesItsJobRunningAndTheNextOneFollows
 // fresh state over the same shared area) has its job cancelled and is removed at start-up.
 TEST_F(SlurmExecutorTest, AJobThatNoAttemptOwnsIsCancelledAtStartUp) {
   PipelineDaemon& d = *daemon_;
-  // Its job must still run while the other front end starts (seconds); the attempt that the
-  // first front end submits again afterwards waits only for what is left.
-  const std::string run = d.submit({"cpu/softmax", "--agent-command", agentWorkingUntil(40s)});
+  // Its job must still run while the other front end starts (seconds), however late it started
+  // on a loaded machine; the attempt that the first front end submits again afterwards waits
+  // only for what is left.
+  const std::string run = d.submit({"cpu/softmax", "--agent-command", agentWorkingUntil(90s)});
   const std::string job = waitOnNode(d, run);
   ASSERT_FALSE(job.empty()) << "the attempt never started on the node";
   d.kill9();

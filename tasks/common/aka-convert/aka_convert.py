@@ -19,6 +19,7 @@ import types
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 _SPEC = None
 _MODULES = {}
+_HELD_OUT = {}  # case text -> held_out_module(case text): the driver draws many calls of a case
 
 
 def spec():
@@ -45,7 +46,10 @@ def inputs_module(config):
     held-out configuration names no index but a case's text (`case_text`, made by akad's rules
     from the visible ones): get_inputs() as AKA wrote it, its case list that one case alone."""
     if "case_text" in config:
-        return held_out_module(config["case_text"]), 0
+        text = config["case_text"]
+        if text not in _HELD_OUT:
+            _HELD_OUT[text] = held_out_module(text)
+        return _HELD_OUT[text], 0
     return load("module"), int(config["case"])
 
 

@@ -129,6 +129,7 @@ class HeldOutCases(unittest.TestCase):
     @contextmanager
     def module(self, source, torch):
         saved = (aka_convert.HARNESS, aka_convert._SPEC, dict(aka_convert._MODULES), sys.modules.get("torch"))
+        aka_convert._HELD_OUT.clear()
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "aka_module.py"), "w") as f:
                 f.write(source)
