@@ -5,6 +5,7 @@
 #include <charconv>
 #include <map>
 
+#include "daemon/aka/held_out.h"
 #include "daemon/aka/held_out_rules.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/gates.h"
@@ -163,12 +164,9 @@ Result<std::vector<json>> keptHeldOutConfigs(const GateRunner& g, const fs::path
       if (std::find(c["kept"].begin(), c["kept"].end(), cfg["name"]) != c["kept"].end()) kept.push_back(cfg);
     return kept;
   };
-  if (auto text = readFileLimited(cacheFile, 1 << 20)) {
-    json cached = json::parse(*text, nullptr, false);
-    if (cached.is_object() && cached.contains("kept") && cached["kept"].is_array()) {
-      choice = cached;
-      return select(cached);
-    }
+  if (auto recorded = readHeldOutChoice(cacheFile)) {
+    choice = *recorded;
+    return select(choice);
   }
   std::map<std::string, std::string> why;
   if (auto together = baselineVerdicts(g, trustedDir, all, "held_out_choice", seed)) {
@@ -188,11 +186,7 @@ Result<std::vector<json>> keptHeldOutConfigs(const GateRunner& g, const fs::path
     else dropped.push_back({{"name", name}, {"rule", cfg.value("rule", std::string())}, {"reason", why[name].substr(0, 400)}});
   }
   choice = {{"kept", kept}, {"dropped", dropped}};
-  if (g.environment().gpu_shared) return select(choice);  // made beside other scorings: this one only
-  std::error_code ec;
-  fs::create_directories(cacheFile.parent_path(), ec);
-  const fs::path tmp = cacheFile.string() + ".tmp-" + randomHex(4);
-  if (auto s = writeFile(tmp, choice.dump(2) + "\n"); s) fs::rename(tmp, cacheFile, ec);
+  if (!g.environment().gpu_shared) recordHeldOutChoice(cacheFile, choice);  // else made beside other scorings
   return select(choice);
 }
 

@@ -160,4 +160,24 @@ Result<std::vector<Injection>> injectionsFromJson(const json& j) {
   return out;
 }
 
+std::filesystem::path heldOutChoiceFile(const std::filesystem::path& trustedCache, const std::string& taskHash,
+                                        const std::filesystem::path& workDir) {
+  return (trustedCache.empty() ? workDir : trustedCache / taskHash) / "aka-held-out-kept.json";
+}
+
+std::optional<nlohmann::json> readHeldOutChoice(const std::filesystem::path& file) {
+  auto text = readFileLimited(file, 1 << 20);
+  if (!text) return std::nullopt;
+  nlohmann::json choice = nlohmann::json::parse(*text, nullptr, false);
+  if (!choice.is_object() || !choice.contains("kept") || !choice["kept"].is_array()) return std::nullopt;
+  return choice;
+}
+
+void recordHeldOutChoice(const std::filesystem::path& file, const nlohmann::json& choice) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  const std::filesystem::path tmp = file.string() + ".tmp-" + randomHex(4);
+  if (writeFile(tmp, choice.dump(2) + "\n")) std::filesystem::rename(tmp, file, ec);
+}
+
 }  // namespace akad::aka

@@ -19,6 +19,7 @@
 // and keeps them beside the task where only the scorer reads them; the agent never sees them.
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,17 @@ Result<std::string> applyInjection(const std::string& source, const Injection& i
 Status applyInjections(const std::filesystem::path& workspace, const std::vector<Injection>& injections);
 
 nlohmann::json injectionsToJson(const std::vector<Injection>& injections);
+
+// The held-out choice of a task version (which of akad's generated shapes or cases the pristine
+// baseline passes, wrap and convert mode alike): recorded beside the version's trusted caches
+// (<trusted cache>/<hash>/aka-held-out-kept.json), or in the scoring's folder when it keeps none.
+std::filesystem::path heldOutChoiceFile(const std::filesystem::path& trustedCache, const std::string& taskHash,
+                                        const std::filesystem::path& workDir);
+// The recorded choice, if there is one ({"kept": [...], "dropped": [...]}).
+std::optional<nlohmann::json> readHeldOutChoice(const std::filesystem::path& file);
+// Records it whole or not at all (written aside, then renamed); a failure only costs the next
+// scoring the choice again.
+void recordHeldOutChoice(const std::filesystem::path& file, const nlohmann::json& choice);
 Result<std::vector<Injection>> injectionsFromJson(const nlohmann::json& j);
 
 }  // namespace akad::aka

@@ -24,15 +24,8 @@ namespace {
 // trusted caches: the set depends on the task only, never on a candidate.
 Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, const Task& task, const ScoringEnvironment& env,
                                  const fs::path& workDir, const fs::path& baselineJit) {
-  const fs::path cache = env.trusted_cache.empty() ? workDir / "aka-held-out-kept.json"
-                                                   : env.trusted_cache / task.content_hash / "aka-held-out-kept.json";
-  if (auto text = readFileLimited(cache, 1 << 20)) {
-    try {
-      json kept = json::parse(*text);
-      if (kept.is_object() && kept.contains("kept") && kept["kept"].is_array()) return kept;
-    } catch (const json::exception&) {
-    }
-  }
+  const fs::path cache = heldOutChoiceFile(env.trusted_cache, task.content_hash, workDir);
+  if (auto recorded = readHeldOutChoice(cache)) return *recorded;
   json kept = json::array(), dropped = json::array();
   for (std::size_t i = 0; i < spec.generated.shapes.size(); ++i) {
     const auto& shape = spec.generated.shapes[i];
@@ -57,11 +50,7 @@ Result<json> keptGeneratedShapes(const WrapRunner& w, const WrapSpec& spec, cons
     fs::remove_all(dir, ec);
   }
   json out = {{"kept", kept}, {"dropped", dropped}};
-  if (env.gpu_shared) return out;  // made beside other scorings on one GPU: a drop may be theirs
-  const fs::path tmp = cache.string() + ".tmp-" + randomHex(4);
-  std::error_code ec;
-  fs::create_directories(cache.parent_path(), ec);
-  if (auto s = writeFile(tmp, out.dump(2) + "\n"); s) fs::rename(tmp, cache, ec);
+  if (!env.gpu_shared) recordHeldOutChoice(cache, out);  // made beside other scorings on one GPU: a drop may be theirs
   return out;
 }
 

@@ -59,6 +59,9 @@ struct Layout {
   }
 };
 
+// A scoring's layout under `workDir` (score.cc); nothing is created.
+Layout layoutFor(const Task& task, const std::filesystem::path& workDir, const ScoringEnvironment& env);
+
 // Where a sandbox sees its JIT cache, and the variables that point the toolchains at it.
 inline constexpr const char* kJitMount = "/jit";
 

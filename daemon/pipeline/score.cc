@@ -3,6 +3,7 @@
 #include "common/log.h"
 #include "daemon/aka/build_cache.h"
 #include "daemon/aka/convert_held_out.h"
+#include "daemon/aka/held_out.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/gate_runner.h"
@@ -19,7 +20,6 @@ using nlohmann::json;
 // and the held-out phase (gates.cc, driven_gates.cc), and the result (score_result.cc).
 
 namespace akad {
-namespace {
 
 Layout layoutFor(const Task& task, const fs::path& workDir, const ScoringEnvironment& env) {
   Layout l;
@@ -33,6 +33,8 @@ Layout layoutFor(const Task& task, const fs::path& workDir, const ScoringEnviron
   l.trustedRoot = env.trusted_cache / task.content_hash;
   return l;
 }
+
+namespace {
 
 // The scoring's folders, and the checker's tolerances for every check in it (the held-out
 // choice's too, which runs before the plans are written).
@@ -137,8 +139,7 @@ Result<json> writePlans(const Task& task, const Layout& l, const std::vector<Pha
 // gets the choice.
 Result<std::vector<json>> convertedHeldOut(const GateRunner& g, const fs::path& trusted,
                                            const std::function<uint64_t()>& drawSeed, json& result) {
-  const Layout& l = g.layout();
-  const fs::path cache = (g.environment().trusted_cache.empty() ? l.root : l.trustedRoot) / "aka-held-out-kept.json";
+  const fs::path cache = aka::heldOutChoiceFile(g.environment().trusted_cache, g.task().content_hash, g.layout().root);
   json choice;
   auto kept = aka::keptHeldOutConfigs(g, trusted, cache, drawSeed, choice);
   if (!kept) return kept.error();

@@ -244,15 +244,7 @@ TEST_F(AkaWrapScoring, TheHeldOutChoiceKeepsWhatThePristineBaselinePasses_CppTas
   ASSERT_TRUE(built) << built.error().message;
 
   auto choose = [&](const std::string& name, const ScoringEnvironment& e, const fs::path& cache) {
-    Layout l;
-    l.root = tmp_ / name;
-    l.ws = l.root / "ws";
-    l.gen = l.root / "gen";
-    l.expected = l.root / "expected";
-    l.plans = l.root / "plans";
-    l.out = l.root / "out";
-    l.logs = l.root / "logs";
-    l.trustedRoot = e.trusted_cache / task->content_hash;
+    const Layout l = layoutFor(*task, tmp_ / name, e);
     for (const auto& d : {l.plans, l.out, l.logs}) fs::create_directories(d);
     EXPECT_TRUE(writeFile(l.plans / "tolerances.json", task->tolerancesJson().dump()).ok());
     json choice;
