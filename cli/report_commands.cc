@@ -12,21 +12,32 @@ using nlohmann::json;
 namespace akad::cli {
 namespace {
 
+// AgentKernelArena's own speedup and score of an imported task's attempt, beside akad's.
+std::string akaFigures(const json& a) {
+  if (!a.contains("aka_score") && !a.contains("aka_speedup")) return "-";
+  return fmt(a.value("aka_speedup", json(nullptr)), "%.2fx") + "/" + fmt(a.value("aka_score", json(nullptr)), "%.0f");
+}
+
 void printReport(const json& result) {
   const json& r = result.at("report");
   const json& run = result.at("run");
   std::cout << "run " << str(run, "id") << " (" << str(run, "state") << ")"
             << (str(run, "label").empty() ? "" : "  " + str(run, "label")) << "\n\n";
-  std::printf("  %-9s %-24s %-9s %-8s %-8s %-9s %-9s %-8s %s\n", "ATTEMPT", "TASK", "STATE", "COMPILED", "CORRECT",
-              "SPEEDUP", "HELD-OUT", "SCORE", "WHY");
+  bool aka = false;
+  for (const json& a : r.at("per_attempt")) aka = aka || a.contains("aka_score") || a.contains("aka_speedup");
+  std::printf("  %-9s %-24s %-9s %-8s %-8s %-9s %-9s %-8s %s%s\n", "ATTEMPT", "TASK", "STATE", "COMPILED", "CORRECT",
+              "SPEEDUP", "HELD-OUT", "SCORE", aka ? "AKA(SPEEDUP/SCORE) " : "", "WHY");
   for (const json& a : r.at("per_attempt")) {
     std::string held = a.value("held_out_correct", false) ? fmt(a["held_out_speedup"], "%.2fx") : "fail";
     std::string why = a.value("failure", std::string());
     if (why.size() > 70) why = why.substr(0, 67) + "...";
-    std::printf("  %-9s %-24s %-9s %-8s %-8s %-9s %-9s %-8s %s\n", str(a, "attempt").c_str(), str(a, "task").c_str(),
+    char akaColumn[64] = "";
+    if (aka) std::snprintf(akaColumn, sizeof akaColumn, "%-18s ", akaFigures(a).c_str());
+    const std::string speedup = fmt(a["speedup"], "%.2fx") + (a.value("gpu_shared", false) ? "*" : "");
+    std::printf("  %-9s %-24s %-9s %-8s %-8s %-9s %-9s %-8s %s%s\n", str(a, "attempt").c_str(), str(a, "task").c_str(),
                 str(a, "state").c_str(), a.value("compiled", false) ? "yes" : "no",
-                a.value("correct", false) ? "yes" : "no", fmt(a["speedup"], "%.2fx").c_str(), held.c_str(),
-                fmt(a["score"], "%.1f").c_str(), why.c_str());
+                a.value("correct", false) ? "yes" : "no", speedup.c_str(), held.c_str(), fmt(a["score"], "%.1f").c_str(),
+                akaColumn, why.c_str());
   }
   const json& f = r.at("fast_p");
   std::cout << "\n  attempts                   " << r.value("attempts", 0) << "\n"
@@ -38,6 +49,9 @@ void printReport(const json& result) {
             << "  held-out correctness kept  " << percent(r["held_out_correctness_retention"]) << "\n"
             << "  held-out speedup kept      " << fmt(r["held_out_speedup_retention"], "%.3f") << "\n"
             << "  mean arena score           " << fmt(r["mean_arena_score"], "%.1f") << "\n";
+  if (r.value("timed_on_shared_gpu", 0) > 0)
+    std::cout << "  * timed on a shared GPU    " << r.value("timed_on_shared_gpu", 0)
+              << " attempts (run option gpu_share): their speedups are not comparable with exclusive runs\n";
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ struct SubmitArgs {
   std::vector<std::string> options;
   std::vector<std::string> passEnv;
   std::string gpuModel;
+  int gpuShare = 0;
   double agentTimeLimit = 0;
   std::string network;
   std::vector<std::string> allow;
@@ -75,6 +76,7 @@ int runSubmit(const SubmitArgs& a) {
     options["credentials"][name] = v;
   }
   if (!a.gpuModel.empty()) options["gpu_model"] = a.gpuModel;
+  if (a.gpuShare > 0) options["gpu_share"] = a.gpuShare;
   if (a.agentTimeLimit > 0) options["agent_time_limit_s"] = a.agentTimeLimit;
   if (!a.network.empty()) options["network"] = a.network;
   if (!a.allow.empty()) options["allow"] = a.allow;
@@ -198,6 +200,8 @@ void addRunCommands(CLI::App& app, int& exitCode) {
   sub->add_flag("--wait", submit->wait, "Wait for the run with a progress bar, then print its report");
   sub->add_option("--pass-env", submit->passEnv, "Give the agent this variable from your environment (API keys; kept in memory only)");
   sub->add_option("--gpu-model", submit->gpuModel, "Lease only GPUs whose model contains this text");
+  sub->add_option("--gpu-share", submit->gpuShare,
+                  "Let up to N of this run's attempts share one GPU (never with other runs); its timings are labelled gpu_shared");
   sub->add_option("--agent-time-limit", submit->agentTimeLimit, "Seconds the agent may run (default: the agent's and task's limits)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--network", submit->network, "Narrow the agent's network: none or allow (never more than its own)")

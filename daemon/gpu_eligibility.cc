@@ -19,11 +19,15 @@ std::string GpuRequest::describe() const {
   return s;
 }
 
-GpuRequest gpuRequestOf(const std::string& imageVendor, const nlohmann::json& runOptions) {
+GpuRequest gpuRequestOf(const std::string& imageVendor, const nlohmann::json& runOptions, const std::string& runId) {
   GpuRequest r;
   r.vendor = anyVendor(imageVendor) ? "" : imageVendor;
-  if (runOptions.is_object())
-    if (auto m = runOptions.find("gpu_model"); m != runOptions.end() && m->is_string()) r.model = m->get<std::string>();
+  if (!runOptions.is_object()) return r;
+  if (auto m = runOptions.find("gpu_model"); m != runOptions.end() && m->is_string()) r.model = m->get<std::string>();
+  if (auto s = runOptions.find("gpu_share"); s != runOptions.end() && s->is_number_integer() && !runId.empty()) {
+    r.share_slots = static_cast<int>(std::clamp<std::int64_t>(s->get<std::int64_t>(), 1, kMaxGpuShare));
+    r.share_group = "run " + runId;
+  }
   return r;
 }
 

@@ -18,15 +18,25 @@
 
 namespace akad {
 
+// The most stages of one run that may share a GPU (the run option gpu_share).
+inline constexpr int kMaxGpuShare = 16;
+
 struct GpuRequest {
   std::string vendor;  // "nvidia" | "amd"; "" or "none": any
   std::string model;   // text the model name must contain, case-insensitive; "": any
+  // The run option gpu_share: up to share_slots stages of one group (one run's attempts) may
+  // hold a GPU at once. A GPU another group holds is never shared, so one tenant's run can
+  // neither see nor disturb another's on it; results timed so are labelled gpu_shared.
+  std::string share_group = {};
+  int share_slots = 1;
   // For errors: "a GPU by nvidia of model 'h200'", "a GPU".
   std::string describe() const;
 };
 
-// What an attempt asks for: its task image's vendor and its run's options (gpu_model).
-GpuRequest gpuRequestOf(const std::string& imageVendor, const nlohmann::json& runOptions);
+// What an attempt asks for: its task image's vendor and its run's options (gpu_model, and
+// gpu_share among the attempts of run `runId`).
+GpuRequest gpuRequestOf(const std::string& imageVendor, const nlohmann::json& runOptions,
+                        const std::string& runId = "");
 
 bool gpuServes(const gpu::GpuDevice& gpu, const GpuRequest& request);
 

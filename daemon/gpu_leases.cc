@@ -12,21 +12,37 @@ bool GpuLeases::exists(const GpuRequest& request) const {
   return std::any_of(gpus_.begin(), gpus_.end(), [&](const auto& g) { return gpuServes(g, request); });
 }
 
+const gpu::GpuDevice* GpuLeases::takeable(const GpuRequest& request) const {
+  auto held = [&](const gpu::GpuDevice& g) -> const std::vector<Holding>* {
+    auto it = holders_.find(g.id);
+    return it == holders_.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  for (const auto& g : gpus_)
+    if (gpuServes(g, request) && held(g) == nullptr) return &g;
+  if (request.share_group.empty() || request.share_slots < 2) return nullptr;
+  for (const auto& g : gpus_) {
+    const auto* h = gpuServes(g, request) ? held(g) : nullptr;
+    // Shared only within one group, and only as far as its holders all agreed to.
+    if (h != nullptr && std::all_of(h->begin(), h->end(), [&](const Holding& x) {
+          return x.group == request.share_group && static_cast<int>(h->size()) < std::min(x.slots, request.share_slots);
+        }))
+      return &g;
+  }
+  return nullptr;
+}
+
 bool GpuLeases::anyFree(const GpuRequest& request) const {
   std::lock_guard lock(mutex_);
-  return std::any_of(gpus_.begin(), gpus_.end(),
-                     [&](const auto& g) { return gpuServes(g, request) && !holders_.count(g.id); });
+  return takeable(request) != nullptr;
 }
 
 std::optional<gpu::GpuDevice> GpuLeases::acquire(const std::string& holder, const GpuRequest& request,
                                                  const std::function<bool()>& cancelled) {
   std::unique_lock lock(mutex_);
   for (;;) {
-    for (const auto& g : gpus_) {
-      if (gpuServes(g, request) && !holders_.count(g.id)) {
-        holders_[g.id] = holder;
-        return g;
-      }
+    if (const gpu::GpuDevice* g = takeable(request)) {
+      holders_[g->id].push_back({holder, request.share_group, std::max(request.share_slots, 1)});
+      return *g;
     }
     if (cancelled && cancelled()) return std::nullopt;
     // Re-check cancellation now and then: a cancel does not always come with a release.
@@ -34,10 +50,15 @@ std::optional<gpu::GpuDevice> GpuLeases::acquire(const std::string& holder, cons
   }
 }
 
-void GpuLeases::release(const std::string& gpuId) {
+void GpuLeases::release(const std::string& gpuId, const std::string& holder) {
   {
     std::lock_guard lock(mutex_);
-    holders_.erase(gpuId);
+    auto it = holders_.find(gpuId);
+    if (it == holders_.end()) return;
+    auto& h = it->second;
+    if (auto one = std::find_if(h.begin(), h.end(), [&](const Holding& x) { return x.holder == holder; }); one != h.end())
+      h.erase(one);
+    if (h.empty()) holders_.erase(it);
   }
   freed_.notify_all();
 }
@@ -50,7 +71,13 @@ nlohmann::json GpuLeases::describe() const {
   for (const auto& g : gpus_) {
     nlohmann::json j = gpu::toJson(g);
     auto it = holders_.find(g.id);
-    j["lease"] = it == holders_.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
+    if (it == holders_.end()) {
+      j["lease"] = nullptr;
+    } else {
+      std::string names;
+      for (const auto& h : it->second) names += (names.empty() ? "" : ", ") + h.holder;
+      j["lease"] = names;
+    }
     out.push_back(j);
   }
   return out;

@@ -10,14 +10,15 @@ namespace akad {
 Result<AttemptServices::StageGpu> LocalExecutor::leaseGpu(const AttemptExecution& e, const std::string& stage) {
   // The image decides the vendor (the cuda-hip toolchain cannot drive an AMD GPU), the run
   // the model: gpu_eligibility.h's rule, as at submit and at the claim.
-  const GpuRequest want = gpuRequestOf(e.images.task.requires_gpu_vendor, e.run.params.value("options", nlohmann::json::object()));
+  const GpuRequest want =
+      gpuRequestOf(e.images.task.requires_gpu_vendor, e.run.params.value("options", nlohmann::json::object()), e.run.id);
   if (!gpus_.exists(want)) return Error{"the task needs " + want.describe() + " and this daemon has none (see akactl gpus)"};
   const std::string holder = "attempt " + std::to_string(e.attempt.id) + " (" + stage + ")";
   SandboxCanceller* canceller = e.canceller;
   auto g = gpus_.acquire(holder, want, [canceller] { return canceller && canceller->cancelled(); });
   if (!g) return Error{"cancelled"};
   const auto since = std::chrono::steady_clock::now();
-  std::shared_ptr<GpuLease> lease(new GpuLease(gpus_, g), [since, report = e.on_gpu_time](GpuLease* p) {
+  std::shared_ptr<GpuLease> lease(new GpuLease(gpus_, g, holder), [since, report = e.on_gpu_time](GpuLease* p) {
     delete p;
     if (report) report(std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
   });
@@ -40,6 +41,9 @@ Result<nlohmann::json> LocalExecutor::execute(const AttemptExecution& e) {
     s.scoring.candidate_gid = *e.candidate_uid;
   }
   s.scoring.canceller = e.canceller;
+  // A run that lets its attempts share a GPU has every GPU timing labelled, and no held-out
+  // choice recorded from it (a case may fail for want of a neighbour's memory).
+  s.scoring.gpu_shared = gpuRequestOf("", e.run.params.value("options", nlohmann::json::object()), e.run.id).share_slots > 1;
   // A candidate's kept builds serve only its own submitter's later scorings.
   s.scoring.build_cache_scope = "uid " + std::to_string(e.run.submitterUid);
   s.on_stage = e.on_stage;

@@ -25,8 +25,9 @@ constexpr std::int64_t kMaxAttemptsPerRun = 10000;
 constexpr std::size_t kMaxLabel = 200;
 constexpr std::size_t kMaxAgentCommand = 64 * 1024;
 
-// options: agent_time_limit_s (number > 0), gpu_model (string), credentials (object of strings,
-// kept in memory by the executor and never stored).
+// options: agent_time_limit_s (number > 0), gpu_model (string), gpu_share (1 to kMaxGpuShare:
+// attempts of this run that may share one GPU), credentials (object of strings, kept in memory
+// by the executor and never stored), network, allow.
 Status checkRunOptions(const json& options) {
   for (const auto& [key, value] : options.items()) {
     if (key == "agent_time_limit_s") {
@@ -35,6 +36,10 @@ Status checkRunOptions(const json& options) {
     } else if (key == "gpu_model") {
       if (!value.is_string() || value.get<std::string>().size() > 128)
         return invalidParams("option \"gpu_model\" must be a string");
+    } else if (key == "gpu_share") {
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > kMaxGpuShare)
+        return invalidParams("option \"gpu_share\" must be a whole number of attempts from 1 to " + std::to_string(kMaxGpuShare) +
+                             " (up to that many of this run's attempts share one GPU; their timings are labelled gpu_shared)");
     } else if (key == "network") {
       if (!value.is_string() || !parseNetworkLevel(value.get<std::string>()))
         return invalidParams("option \"network\" must be \"none\", \"allow\" or \"host\" (it may only narrow the agent's)");
@@ -48,7 +53,7 @@ Status checkRunOptions(const json& options) {
       for (const auto& [k, v] : value.items())
         if (!v.is_string() || k.empty() || k.size() > 128) return invalidParams("option \"credentials\" must map names to strings");
     } else {
-      return invalidParams("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, credentials, network, allow)");
+      return invalidParams("unknown option \"" + key + "\" (known: agent_time_limit_s, gpu_model, gpu_share, credentials, network, allow)");
     }
   }
   return {};

@@ -211,7 +211,7 @@ std::optional<GpuRequest> Scheduler::gpuRequestFor(const AttemptRecord& a) {
     if (taskImageVendor_.size() > 4096) taskImageVendor_.clear();  // task versions come and go
     vendor = taskImageVendor_.emplace(*a.taskHash, image->requires_gpu_vendor).first;
   }
-  return gpuRequestOf(vendor->second, options->second);
+  return gpuRequestOf(vendor->second, options->second, a.runId);
 }
 
 Result<std::pair<std::optional<AttemptRecord>, std::vector<EventRecord>>> Scheduler::claimNext(

@@ -64,7 +64,7 @@ json validateOne(DaemonContext& ctx, const std::string& id, double minSpeedup, B
       env.gpus = shared;
       env.gpu_shared = true;
     } else if (auto g = ctx.gpus->acquire("tasks validate " + id, want, [&] { return r->done() || job.stopping(); })) {
-      lease = std::make_unique<GpuLease>(*ctx.gpus, g);
+      lease = std::make_unique<GpuLease>(*ctx.gpus, g, "tasks validate " + id);
       env.gpus = {g->id};
     }
   }
@@ -136,10 +136,10 @@ class ValidationRun {
     std::unique_ptr<GpuLease> lease;
     std::vector<std::string> gpus;
     if (first && first->gpu && ctx_.gpus->exists(gpuRequestOfTask(ctx_, *first))) {
-      auto g = ctx_.gpus->acquire("tasks validate (" + std::to_string(group.size()) + " tasks side by side)",
-                                  gpuRequestOfTask(ctx_, *first), [&] { return r_->done() || job.stopping(); });
+      const std::string holder = "tasks validate (" + std::to_string(group.size()) + " tasks side by side)";
+      auto g = ctx_.gpus->acquire(holder, gpuRequestOfTask(ctx_, *first), [&] { return r_->done() || job.stopping(); });
       if (!g) return false;
-      lease = std::make_unique<GpuLease>(*ctx_.gpus, g);
+      lease = std::make_unique<GpuLease>(*ctx_.gpus, g, holder);
       gpus = {g->id};
     }
     std::atomic<std::size_t> next{0};

@@ -170,6 +170,8 @@ Result<json> scoreSnapshot(const AttemptPlan& plan, const AttemptServices& s, co
   auto scored = scoreCandidate(*plan.task, candidate, scoreRoot / "gates", env);
   if (!scored) return scored.error();
   (*scored)["scoring_dir"] = (scoreRoot / "gates").string();
+  // Timed beside the run's other attempts (the run option gpu_share): its times say so.
+  if (env.gpu_shared && !scoreGpu.gpu_ids.empty()) (*scored)["gpu_shared"] = true;
   return scored;
 }
 

@@ -27,7 +27,7 @@ std::string csvField(std::string s) {
 
 json runReport(const std::vector<AttemptOutcome>& attempts) {
   const double n = static_cast<double>(attempts.size());
-  int compiled = 0, correct = 0, heldBoth = 0, finished = 0;
+  int compiled = 0, correct = 0, heldBoth = 0, finished = 0, shared = 0;
   std::vector<double> speedups, heldSpeedups, visibleOfHeld;
   const std::vector<double> ps = {0, 1, 1.5, 2};
   std::vector<int> fast(ps.size(), 0);
@@ -63,6 +63,10 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
       row["aka_speedup"] = r["aka"].value("speedup", json(nullptr));
       row["aka_score"] = r["aka"].value("score", json(nullptr));
     }
+    if (flag(r, "gpu_shared")) {
+      row["gpu_shared"] = true;
+      ++shared;
+    }
     if (r.is_object() && r.contains("failure")) row["failure"] = r["failure"];
     else if (!a.error.empty()) row["failure"] = a.error;
     perTask.push_back(row);
@@ -85,6 +89,7 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
       {"held_out_speedup_retention",
        heldBoth > 0 ? json(geometricMean(heldSpeedups) / geometricMean(visibleOfHeld)) : json(nullptr)},
       {"mean_arena_score", n > 0 ? scoreSum / n : 0.0},
+      {"timed_on_shared_gpu", shared},
       {"per_attempt", perTask}};
   return report;
 }

@@ -171,6 +171,15 @@ TEST_F(AkactlTest, JsonOnEverySubcommand) {
   }
   EXPECT_EQ(count, 3);
   EXPECT_EQ(json::parse(last).at("run").at("state"), "cancelled");
+  // gpu_share: a whole number of attempts, 1 to 16; anything else is refused before a run exists.
+  for (const char* bad : {"gpu_share=0", "gpu_share=17", "gpu_share=2.5", "gpu_share=\"4\""}) {
+    auto refused = ctl({"submit", "cpu/softmax", "--option", bad});
+    EXPECT_EQ(refused.exitCode, 1) << bad;
+    EXPECT_NE(refused.err.find("option \"gpu_share\" must be a whole number"), std::string::npos) << bad << ": " << refused.err;
+  }
+  json sharing = parse({"submit", "--json", "cpu/softmax", "--gpu-share", "4"});
+  EXPECT_EQ(sharing.at("run").at("params").at("options").at("gpu_share"), 4);
+  EXPECT_EQ(parse({"cancel", sharing.at("run").at("id").get<std::string>(), "--json"}).at("run").at("state"), "cancelled");
 }
 
 TEST_F(AkactlTest, HumanOutputNamesTheRun) {

@@ -53,6 +53,14 @@ TEST(GpuEligibility, TheRequestComesFromTheImageVendorAndTheRunsOption) {
   EXPECT_EQ(gpuRequestOf("amd", nullptr).model, "");
   EXPECT_EQ(r.describe(), "a GPU by nvidia of model 'H200'");
   EXPECT_EQ(any.describe(), "a GPU");
+  // gpu_share makes the run's attempts one share group, the same for all of them; without a
+  // run (tasks validate) or the option, a GPU is not shared.
+  const GpuRequest shared = gpuRequestOf("nvidia", {{"gpu_share", 6}}, "r-0000abcd");
+  EXPECT_EQ(shared.share_slots, 6);
+  EXPECT_EQ(shared.share_group, "run r-0000abcd");
+  EXPECT_EQ(gpuRequestOf("nvidia", {{"gpu_share", 6}}, "r-0000abcd").share_group, shared.share_group);
+  EXPECT_EQ(gpuRequestOf("nvidia", {{"gpu_share", 6}}).share_slots, 1);
+  EXPECT_EQ(gpuRequestOf("nvidia", nlohmann::json::object(), "r-0000abcd").share_slots, 1);
 }
 
 // The claim used to say yes whenever any GPU was free: a worker then took an attempt for the
@@ -67,7 +75,7 @@ TEST(GpuEligibility, TheClaimAsksForAFreeGpuTheAttemptMayUse) {
   gpuTask.needsGpu = true;
   AttemptRecord cpuTask;
   EXPECT_TRUE(local.canStart(gpuTask));
-  GpuLease h200(leases, leases.acquire("someone else", GpuRequest{"nvidia", ""}, nullptr));
+  GpuLease h200(leases, leases.acquire("someone else", GpuRequest{"nvidia", ""}, nullptr), "someone else");
   ASSERT_TRUE(h200.gpu());
   EXPECT_TRUE(leases.anyFree(GpuRequest{}));  // the MI300X: the old claim's "yes"
   EXPECT_FALSE(local.canStart(gpuTask));
@@ -86,7 +94,7 @@ TEST(GpuEligibility, AnAttemptWhoseRequestCannotBeToldStartsOnAnyFreeGpu) {
   AttemptRecord gpuTask;
   gpuTask.needsGpu = true;
   EXPECT_TRUE(local.canStart(gpuTask));  // its lease then names what is wrong
-  GpuLease held(leases, leases.acquire("x", GpuRequest{}, nullptr));
+  GpuLease held(leases, leases.acquire("x", GpuRequest{}, nullptr), "x");
   EXPECT_FALSE(local.canStart(gpuTask));
 }
 

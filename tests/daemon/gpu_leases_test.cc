@@ -29,7 +29,7 @@ TEST(GpuLeasesWithFakeGpus, EachGpuGoesToOneHolderAtATime) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(got.load());
-  leases.release(a->id);
+  leases.release(a->id, "attempt 1");
   waiter.join();
   EXPECT_TRUE(got.load());
 }
@@ -64,10 +64,65 @@ TEST(GpuLeasesWithFakeGpus, AWaiterGivesUpWhenCancelled) {
 TEST(GpuLeasesWithFakeGpus, ALeaseIsGivenBackWhenItsOwnerEnds) {
   GpuLeases leases({fakeGpu("nvidia0", "nvidia", "H200")});
   {
-    GpuLease lease(leases, leases.acquire("stage", GpuRequest{}, nullptr));
+    GpuLease lease(leases, leases.acquire("stage", GpuRequest{}, nullptr), "stage");
     EXPECT_FALSE(leases.anyFree(GpuRequest{}));
   }
   EXPECT_TRUE(leases.anyFree(GpuRequest{}));
+}
+
+GpuRequest shareOf(const std::string& run, int slots) {
+  GpuRequest r;
+  r.share_group = "run " + run;
+  r.share_slots = slots;
+  return r;
+}
+
+// The run option gpu_share: the run's own stages fill a GPU up to its share, and a free GPU
+// is taken before a shared one.
+TEST(GpuLeasesWithFakeGpus, ARunsStagesShareAGpuUpToTheRunsShare) {
+  GpuLeases two({fakeGpu("nvidia0", "nvidia", "H200"), fakeGpu("nvidia1", "nvidia", "H200")});
+  auto first = two.acquire("attempt 1", shareOf("r-1", 2), nullptr);
+  auto second = two.acquire("attempt 2", shareOf("r-1", 2), nullptr);
+  ASSERT_TRUE(first && second);
+  EXPECT_NE(first->id, second->id);  // a free GPU first
+
+  GpuLeases one({fakeGpu("nvidia0", "nvidia", "H200")});
+  ASSERT_TRUE(one.acquire("attempt 1", shareOf("r-1", 2), nullptr));
+  ASSERT_TRUE(one.acquire("attempt 2", shareOf("r-1", 2), nullptr));
+  EXPECT_EQ(one.describe()[0]["lease"], "attempt 1, attempt 2");
+  EXPECT_FALSE(one.anyFree(shareOf("r-1", 2)));  // the share is full
+  std::atomic<bool> got{false};
+  std::thread third([&] { got = one.acquire("attempt 3", shareOf("r-1", 2), nullptr).has_value(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(got.load());
+  one.release("nvidia0", "attempt 1");  // only that holder's lease goes
+  third.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(one.describe()[0]["lease"], "attempt 2, attempt 3");
+}
+
+// Another tenant's run asking to share, or an exclusive stage, never joins a GPU a run holds,
+// however many slots that run left free: sharing is within one run only. Nor does a run that
+// asks to share join a GPU an exclusive stage holds.
+TEST(GpuLeasesWithFakeGpus, AnotherRunNeverJoinsAGpuARunHolds) {
+  GpuLeases leases({fakeGpu("nvidia0", "nvidia", "H200")});
+  GpuLease mine(leases, leases.acquire("attempt 1 of r-1", shareOf("r-1", 8), nullptr), "attempt 1 of r-1");
+  ASSERT_TRUE(mine.gpu());
+  EXPECT_TRUE(leases.anyFree(shareOf("r-1", 8)));
+  EXPECT_FALSE(leases.anyFree(shareOf("r-2", 8)));
+  EXPECT_FALSE(leases.anyFree(GpuRequest{}));
+  std::atomic<bool> cancelled{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancelled = true;
+  });
+  EXPECT_FALSE(leases.acquire("attempt 1 of r-2", shareOf("r-2", 8), [&] { return cancelled.load(); }));
+  canceller.join();
+  EXPECT_EQ(leases.describe()[0]["lease"], "attempt 1 of r-1");
+
+  GpuLeases exclusive({fakeGpu("nvidia0", "nvidia", "H200")});
+  GpuLease alone(exclusive, exclusive.acquire("validate", GpuRequest{}, nullptr), "validate");
+  EXPECT_FALSE(exclusive.anyFree(shareOf("r-1", 8)));
 }
 
 }  // namespace

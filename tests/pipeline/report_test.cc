@@ -45,6 +45,17 @@ TEST(Report, RatesSpeedupsFastPAndRetention) {
   EXPECT_NE(csv.find("5,cpu/t5,failed,false,false"), std::string::npos) << csv;
 }
 
+// An attempt timed on a GPU its run shared (gpu_share) is marked and counted; the others not.
+TEST(Report, AttemptsTimedOnASharedGpuAreMarkedAndCounted) {
+  AttemptOutcome shared = scored("1", true, true, 1.5, true, 1.2);
+  shared.result["gpu_shared"] = true;
+  const json r = runReport({shared, scored("2", true, true, 2.0, true, 2.0)});
+  EXPECT_EQ(r["per_attempt"][0]["gpu_shared"], true);
+  EXPECT_FALSE(r["per_attempt"][1].contains("gpu_shared"));
+  EXPECT_EQ(r["timed_on_shared_gpu"], 1);
+  EXPECT_EQ(runReport({scored("3", true, true, 2.0, true, 2.0)})["timed_on_shared_gpu"], 0);
+}
+
 TEST(Report, ArenaScoreFollowsThePaper) {
   EXPECT_EQ(arenaScore(false, false, 0), 0);
   EXPECT_EQ(arenaScore(true, false, 0), 20);
