@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/sha256.h"
+#include "daemon/aka/measured.h"
 #include "daemon/aka/convert.h"
 #include "daemon/aka/held_out_rules.h"
 #include "daemon/aka/helpers.h"
@@ -167,7 +168,9 @@ ImportedTask importOne(const ImportOptions& o, const ImportReport& report, const
 
   TaskFolder folder = readTaskFolder(ledger, base);
   if (!folder.problem.empty()) return finish(TaskClass::Invalid, folder.problem);
-  const Classification k = classifyTask(name, *config, folder.files, o.platform);
+  Classification k = classifyTask(name, *config, folder.files, o.platform);
+  t.digest = taskDigest(ledger.hashes());
+  applyMeasuredOutcome(name, o.platform, t.digest, k);
   t.cls = k.cls;
   t.reasons = k.reasons;
   t.compat = k.compat;
@@ -210,6 +213,7 @@ json ImportedTask::toJson(bool withFiles) const {
             {"reasons", reasons}, {"compat", compat}, {"editable", editable}, {"splice_functions", splice_functions},
             {"materialised", materialised}, {"held_out_injections", held_out_injections},
             {"held_out_generated", held_out_generated}};
+  if (!digest.empty()) j["digest"] = digest;
   if (!convert_id.empty()) j["convert"] = {{"id", convert_id}, {"imported", converted}, {"reasons", convert_reasons}};
   if (withFiles) j["files"] = files;
   else j["files_read"] = files.size();

@@ -54,6 +54,7 @@ struct ImportedTask {
   std::size_t held_out_injections = 0;    // imported held-out injections (0: none)
   std::size_t held_out_generated = 0;     // shapes akad's rules made instead (held_out_rules.h)
   std::map<std::string, std::string> files;  // checkout-relative path -> sha256 of what was read
+  std::string digest;  // measured.h's taskDigest of its config and folder as read (empty: unread)
   bool imported = false;
   // convert mode: the converted task's id (empty: not tried), whether it was imported, and why not.
   std::string convert_id;

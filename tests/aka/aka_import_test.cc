@@ -15,6 +15,7 @@
 #include "daemon/aka/classify.h"
 #include "daemon/aka/config.h"
 #include "daemon/aka/import.h"
+#include "daemon/aka/measured.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/task.h"
 #include "tests/aka/aka_test_files.h"
@@ -472,6 +473,51 @@ TEST(AkaImport, RecordsTheCommitAndTheHashOfEveryFileRead) {
   EXPECT_EQ(spec["commit"], commit);
   EXPECT_EQ(spec["files"].size(), expected.size());
   EXPECT_EQ(spec["files"]["src/tools/perf/vllm_cuda_graph_block.py"], t.files.at("src/tools/perf/vllm_cuda_graph_block.py"));
+}
+
+// A measured outcome (measured.h) is keyed on the digest of the task's files as measured: the
+// same name with other bytes, or on another platform, keeps the static rules' class. The digest
+// follows every file's path and content.
+TEST(AkaMeasured, AMeasuredOutcomeAppliesOnlyToTheBytesMeasuredOnTheirPlatform) {
+  const std::string name = "hip2hip/gpumode/InnerProd";
+  const std::string measured = "5c9ac2faa3de8de0da94ef0f4eac71af1d61b87ec477a6ab90a9a7251ee686ff";  // AKA d6f7c8a4
+  Classification k;
+  k.needCompat(compat::kHipExtension, "a .hip source");
+  Classification other = k, amd = k, same = k;
+  EXPECT_FALSE(applyMeasuredOutcome(name, Platform::Nvidia, std::string(64, '0'), other));
+  EXPECT_EQ(other.cls, TaskClass::Compat);
+  EXPECT_EQ(other.reasons, k.reasons);
+  EXPECT_FALSE(applyMeasuredOutcome(name, Platform::Amd, measured, amd));
+  EXPECT_EQ(amd.cls, TaskClass::Compat);
+  ASSERT_TRUE(applyMeasuredOutcome(name, Platform::Nvidia, measured, same));
+  EXPECT_EQ(same.cls, TaskClass::NeedsEdit);
+  EXPECT_NE(same.reasons.back().find("measured"), std::string::npos);
+  EXPECT_NE(same.reasons.back().find("d6f7c8a4"), std::string::npos);
+
+  const std::map<std::string, std::string> files = {{"tasks/a/config.yaml", "11"}, {"tasks/a/k.hip", "22"}};
+  const std::string d = taskDigest(files);
+  EXPECT_EQ(d.size(), 64u);
+  EXPECT_EQ(taskDigest(files), d);
+  auto changed = files;
+  changed["tasks/a/k.hip"] = "23";
+  EXPECT_NE(taskDigest(changed), d);
+  auto moved = files;
+  moved.erase("tasks/a/k.hip");
+  moved["tasks/a/k2.hip"] = "22";
+  EXPECT_NE(taskDigest(moved), d);
+}
+
+// The digest the import reports is that of what it read of the task.
+TEST(AkaImport, ReportsTheDigestOfTheTasksFilesAsRead) {
+  Workdir w;
+  auto r = w.import(Platform::Nvidia, {"triton2triton/vllm/triton_scale_rows"});
+  ASSERT_TRUE(r) << r.error().message;
+  const ImportedTask& t = r->tasks.at(0);
+  EXPECT_EQ(t.toJson(false)["digest"], t.digest);
+  std::map<std::string, std::string> read;
+  for (const auto& [path, sha] : t.files)
+    if (path.starts_with("tasks/")) read[path] = sha;
+  EXPECT_EQ(t.digest, taskDigest(read));
 }
 
 TEST(AkaImport, HelpersAreFilledIntoTheCopyAndTheCheckoutStaysAsItWas) {
