@@ -1,5 +1,6 @@
 #include "daemon/aka/convert.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <regex>
@@ -10,6 +11,7 @@
 #include "daemon/aka/task_definition.h"
 #include "daemon/aka/trust.h"
 #include "daemon/pipeline/files.h"
+#include "daemon/pipeline/gate_runner.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -245,6 +247,20 @@ Result<std::vector<std::string>> caseListElements(const std::string& source) {
   return *cases;
 }
 
+double largestShapeBytes(const std::string& caseText) {
+  static const std::regex group(R"([\[(]([ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)*,?[ \t]*)[\])])");
+  static const std::regex number("[0-9]+");
+  double largest = 0;
+  for (auto g = std::sregex_iterator(caseText.begin(), caseText.end(), group); g != std::sregex_iterator(); ++g) {
+    const std::string inside = (*g)[1];
+    double elements = 1;
+    for (auto n = std::sregex_iterator(inside.begin(), inside.end(), number); n != std::sregex_iterator(); ++n)
+      elements *= std::stod(n->str());
+    largest = std::max(largest, elements * 4);
+  }
+  return largest;
+}
+
 Result<ConvertPlan> planConversion(const AkaTaskConfig& c, const TaskFolder& folder) {
   ConvertPlan p;
   p.module = argumentOf(c.correctness, "--py_modu_file");
@@ -271,7 +287,20 @@ Result<ConvertPlan> planConversion(const AkaTaskConfig& c, const TaskFolder& fol
   auto cases = caseListElements(fileOf(folder, p.module)->bytes);
   if (!cases) return Error{p.module + ": " + cases.error().message};
   p.cases = *cases;
+  // A kept call's outputs are one data file of the trusted driver, at most kMaxDataFileBytes;
+  // the output is taken to be as large as the largest input (1067_Transpose's last case, 4
+  // GiB, failed so on the H100).
+  for (std::size_t i = 0; i < p.cases.size(); ++i)
+    if (const double bytes = largestShapeBytes(p.cases[i]); bytes >= static_cast<double>(kMaxDataFileBytes)) {
+      std::ostringstream gib;
+      gib.precision(3);
+      gib << bytes / (1ull << 30);
+      return Error{p.module + ": case " + std::to_string(i) + " " + p.cases[i] + " makes a tensor of " + gib.str() +
+                   " GiB as float32, and a kept call's outputs must fit one data file of " +
+                   std::to_string(kMaxDataFileBytes >> 30) + " GiB"};
+    }
   p.heldOut = heldOutCases(p.cases);
+  std::erase_if(p.heldOut, [](const HeldOutCase& h) { return largestShapeBytes(h.text) >= static_cast<double>(kMaxDataFileBytes); });
   return p;
 }
 

@@ -40,7 +40,14 @@ struct ConvertPlan {
   std::vector<std::string> cases;
   std::vector<HeldOutCase> heldOut;  // made from the cases (convert_held_out.h)
 };
+// Refused when a case makes a tensor too large for one data file (largestShapeBytes); held-out
+// cases that would are not made.
 Result<ConvertPlan> planConversion(const AkaTaskConfig& config, const TaskFolder& folder);
+
+// The bytes of the largest tensor a case's text describes, taking every bracketed group of
+// whole numbers ("[64, 128]", "(512, 16384)") for a shape of float32 elements (torch.rand's
+// default). An estimate, on the large side where a group is not a shape.
+double largestShapeBytes(const std::string& caseText);
 
 // "aka-hip2hip-gpumode/gelu" -> "aka-convert-hip2hip-gpumode/gelu".
 std::string convertedId(const std::string& wrapId);

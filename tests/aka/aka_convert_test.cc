@@ -127,6 +127,42 @@ TEST(AkaConvert, HeldOutCasesChangeOnlyTheSizesThatVaryBetweenCasesOfOneForm) {
   EXPECT_EQ(texts(heldOutCases({"4096", "8192", "16384"}, 2)), (std::vector<std::string>{"4099 prime", "16411 prime"}));
 }
 
+// A case whose tensor cannot fit one data file of the trusted driver is a refusal at import, not
+// a failure at validation (1067_Transpose's last case, [64, 128, 256, 512]: 4 GiB as float32).
+TEST(AkaConvert, ACaseTooLargeForOneDataFileIsRefusedAtImport) {
+  EXPECT_DOUBLE_EQ(largestShapeBytes("([64, 128, 256, 512],)"), 4.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(largestShapeBytes("(512, 16384)"), 4.0 * 512 * 16384);
+  EXPECT_DOUBLE_EQ(largestShapeBytes("([8, 16], [4096, 4096])"), 4.0 * 4096 * 4096);
+  EXPECT_DOUBLE_EQ(largestShapeBytes("(torch.float32, 'x1')"), 0.0);
+  EXPECT_DOUBLE_EQ(largestShapeBytes("([2.5, 3],)"), 0.0);  // not whole numbers: not a shape
+
+  auto source = [](const std::string& lastCase) {
+    return "import torch\n\nclass Model(torch.nn.Module):\n    pass\n\n\ndef get_inputs():\n    configs = [\n"
+           "        ([4, 8, 16, 32],),\n        ([32, 64, 128, 256],),\n        " + lastCase + ",\n    ]\n"
+           "    for shape in configs:\n        yield [torch.rand(shape)]\n";
+  };
+  AkaTaskConfig c;
+  c.task_type = "torch2hip";
+  c.target_file = "hip/hip_1_Model.hip";
+  c.correctness = {"python3 check.py --py_modu_file m.py --py_func_file f.py --hip_file hip/hip_1_Model.hip"};
+  auto folderWith = [&](const std::string& lastCase) {
+    TaskFolder folder;
+    for (const auto& [path, text] : {std::pair<std::string, std::string>{"m.py", source(lastCase)},
+                                     {"f.py", source(lastCase)},
+                                     {"hip/hip_1_Model.hip", ""},
+                                     {"check.py", ""}})
+      folder.contents.push_back({path, text, false});
+    return folder;
+  };
+  auto fits = planConversion(c, folderWith("([64, 128, 256, 256],)"));  // 2 GiB
+  ASSERT_TRUE(fits) << fits.error().message;
+  for (const auto& h : fits->heldOut) EXPECT_LT(largestShapeBytes(h.text), 4.0 * (1ull << 30)) << h.text;
+  auto refused = planConversion(c, folderWith("([64, 128, 256, 512],)"));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("case 2 ([64, 128, 256, 512],) makes a tensor of 4 GiB"), std::string::npos)
+      << refused.error().message;
+}
+
 TEST(AkaConvert, GpumodeTasksBecomeTasksOfTheProtectedHarnessBesideTheWrappedOnes) {
   ConvertWorkdir w;
   auto report = w.import(/*convert=*/true);
