@@ -248,7 +248,7 @@ Result<std::vector<std::string>> caseListElements(const std::string& source) {
 }
 
 double largestShapeBytes(const std::string& caseText) {
-  static const std::regex group(R"([\[(]([ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)*,?[ \t]*)[\])])");
+  static const std::regex group(R"(\[([ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)*,?[ \t]*)\])");
   static const std::regex number("[0-9]+");
   double largest = 0;
   for (auto g = std::sregex_iterator(caseText.begin(), caseText.end(), group); g != std::sregex_iterator(); ++g) {

@@ -44,9 +44,10 @@ struct ConvertPlan {
 // cases that would are not made.
 Result<ConvertPlan> planConversion(const AkaTaskConfig& config, const TaskFolder& folder);
 
-// The bytes of the largest tensor a case's text describes, taking every bracketed group of
-// whole numbers ("[64, 128]", "(512, 16384)") for a shape of float32 elements (torch.rand's
-// default). An estimate, on the large side where a group is not a shape.
+// The bytes of the largest tensor a case's text describes, taking every list of whole numbers
+// ("[64, 128]") for a shape of float32 elements (torch.rand's default). Tuples are not taken:
+// in kernelbench's cases, "(1024, 2048, 1024)" are the sizes of several matrices (M, K, N), not
+// one shape, so a task whose tuples do make a tensor too large still fails at validation.
 double largestShapeBytes(const std::string& caseText);
 
 // "aka-hip2hip-gpumode/gelu" -> "aka-convert-hip2hip-gpumode/gelu".
