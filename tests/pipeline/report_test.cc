@@ -1,6 +1,7 @@
 // The run report's figures, computed on known outcomes; failures count in every denominator.
 #include <gtest/gtest.h>
 
+#include "cli/report_text.h"
 #include "daemon/pipeline/gates.h"
 #include "daemon/pipeline/report.h"
 #include "daemon/pipeline/score.h"
@@ -54,6 +55,28 @@ TEST(Report, AttemptsTimedOnASharedGpuAreMarkedAndCounted) {
   EXPECT_FALSE(r["per_attempt"][1].contains("gpu_shared"));
   EXPECT_EQ(r["timed_on_shared_gpu"], 1);
   EXPECT_EQ(runReport({scored("3", true, true, 2.0, true, 2.0)})["timed_on_shared_gpu"], 0);
+}
+
+// akactl's text of a report: AKA's own figures in a column of their own where the run has any,
+// and a speedup timed on a shared GPU marked, with the count under the figures.
+TEST(Report, TheTextShowsAkasFiguresBesideAkadsAndMarksSharedGpuTimings) {
+  AttemptOutcome wrapped = scored("1", true, true, 1.5, true, 1.2);
+  wrapped.task_id = "aka-triton2triton-vllm/x";
+  wrapped.result["aka"] = {{"speedup", 2.0}, {"score", 320.0}};
+  wrapped.result["gpu_shared"] = true;
+  const json run = {{"id", "r-0000abcd"}, {"state", "done"}, {"label", "l"}};
+  const std::string text = cli::reportText({{"run", run}, {"report", runReport({wrapped, scored("2", true, true, 3.0, true, 3.0)})}});
+  EXPECT_NE(text.find("AKA(SPEEDUP/SCORE)"), std::string::npos) << text;
+  EXPECT_NE(text.find("1.50x*"), std::string::npos) << text;
+  EXPECT_NE(text.find("2.00x/320"), std::string::npos) << text;
+  EXPECT_EQ(text.find("3.00x*"), std::string::npos) << text;
+  EXPECT_NE(text.find("3.00x"), std::string::npos) << text;
+  EXPECT_NE(text.find("timed on a shared GPU    1 attempts"), std::string::npos) << text;
+  // A run of akad's own tasks, on GPUs of its own: neither.
+  const std::string plain = cli::reportText({{"run", run}, {"report", runReport({scored("3", true, true, 2.0, true, 2.0)})}});
+  EXPECT_EQ(plain.find("AKA("), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("shared GPU"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find('*'), std::string::npos) << plain;
 }
 
 TEST(Report, ArenaScoreFollowsThePaper) {
