@@ -65,6 +65,29 @@ TEST(GpuEligibility, TheRequestComesFromTheImageVendorAndTheRunsOption) {
 
 // The claim used to say yes whenever any GPU was free: a worker then took an attempt for the
 // H200 while only the MI300X was free, and sat in the lease waiting for its own.
+// The claim follows the run option gpu_share too: while a run's attempt holds the one GPU, the
+// same run's next attempt may start on it, another tenant's run sharing as well may not.
+TEST(GpuEligibility, TheClaimLetsOnlyTheSameRunJoinAGpuItShares) {
+  GpuLeases leases({kH200});
+  snapshot::SnapshotStore unused("/nonexistent/akad-test-snapshots");  // canStart never stores
+  const nlohmann::json sharing = {{"gpu_share", 2}};
+  LocalExecutor local(AttemptSetup{}, "/nonexistent", unused, leases, [&](const AttemptRecord& a) {
+    return std::optional<GpuRequest>(gpuRequestOf("nvidia", sharing, a.runId));
+  });
+  AttemptRecord mine, theirs;
+  mine.needsGpu = theirs.needsGpu = true;
+  mine.runId = "r-00000001";
+  theirs.runId = "r-00000002";
+  GpuLease first(leases, leases.acquire("attempt 1", gpuRequestOf("nvidia", sharing, mine.runId), nullptr), "attempt 1");
+  ASSERT_TRUE(first.gpu());
+  EXPECT_TRUE(local.canStart(mine));
+  EXPECT_FALSE(local.canStart(theirs));
+  GpuLease second(leases, leases.acquire("attempt 2", gpuRequestOf("nvidia", sharing, mine.runId), nullptr), "attempt 2");
+  ASSERT_TRUE(second.gpu());
+  EXPECT_FALSE(local.canStart(mine));  // its share of 2 is full
+  EXPECT_FALSE(local.canStart(theirs));
+}
+
 TEST(GpuEligibility, TheClaimAsksForAFreeGpuTheAttemptMayUse) {
   GpuLeases leases({kH200, kMi300});
   snapshot::SnapshotStore unused("/nonexistent/akad-test-snapshots");  // canStart never stores
