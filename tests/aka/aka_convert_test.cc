@@ -135,6 +135,7 @@ TEST(AkaConvert, ACaseTooLargeForOneDataFileIsRefusedAtImport) {
   EXPECT_DOUBLE_EQ(largestShapeBytes("([8, 16], [4096, 4096])"), 4.0 * 4096 * 4096);
   EXPECT_DOUBLE_EQ(largestShapeBytes("(torch.float32, 'x1')"), 0.0);
   EXPECT_DOUBLE_EQ(largestShapeBytes("([2.5, 3],)"), 0.0);  // not whole numbers: not a shape
+  EXPECT_GT(largestShapeBytes("([" + std::string(400, '9') + "],)"), 1e18);  // read, not thrown
 
   auto source = [](const std::string& lastCase) {
     return "import torch\n\nclass Model(torch.nn.Module):\n    pass\n\n\ndef get_inputs():\n    configs = [\n"
