@@ -17,13 +17,16 @@ struct Measured {
 // AKA's own correctness command failed on the pristine kernel on both (docs/aka.md, "One
 // daemon, one request").
 const Measured kMeasured[] = {
-    {"triton2triton/rocmbench/hard/multreduce_matmul_dot_kernel", Platform::Nvidia, "984c06dc288c10fca45a24a79d042057be50225b386a915d85f68dea44199166", TaskClass::NeedsEdit,
+    {"triton2triton/rocmbench/hard/multreduce_matmul_dot_kernel", Platform::Nvidia,
+     "984c06dc288c10fca45a24a79d042057be50225b386a915d85f68dea44199166", TaskClass::NeedsEdit,
      "measured (H200 and H100, AKA d6f7c8a4): the pristine kernel fails AKA's own test_matmul[1-8192-28672-False] "
      "(\"PyTorch and Triton Dot results don't match\") on NVIDIA; its fp16 tolerance needs an edit there"},
-    {"hip2hip/gpumode/InnerProd", Platform::Nvidia, "5c9ac2faa3de8de0da94ef0f4eac71af1d61b87ec477a6ab90a9a7251ee686ff", TaskClass::NeedsEdit,
+    {"hip2hip/gpumode/InnerProd", Platform::Nvidia,
+     "5c9ac2faa3de8de0da94ef0f4eac71af1d61b87ec477a6ab90a9a7251ee686ff", TaskClass::NeedsEdit,
      "measured (H200 and H100, AKA d6f7c8a4): the pristine kernel fails AKA's own correctness check on NVIDIA "
      "(\"InnerProd results differ (case 2)\"); its tolerance or kernel needs an edit there"},
-    {"hip2hip/gpumode/MaskedLanguageModel", Platform::Nvidia, "3adeb5ce60e8114e125aea96964e28b4fb2e01754d177be89f09a0533a27c5cf", TaskClass::NeedsEdit,
+    {"hip2hip/gpumode/MaskedLanguageModel", Platform::Nvidia,
+     "3adeb5ce60e8114e125aea96964e28b4fb2e01754d177be89f09a0533a27c5cf", TaskClass::NeedsEdit,
      "measured (H200 and H100, AKA d6f7c8a4): the pristine kernel fails AKA's own correctness check on NVIDIA "
      "(\"MaskedLanguageModel results differ (case 0)\"); its tolerance or kernel needs an edit there"},
 };

@@ -69,9 +69,7 @@ Result<PerfRun> perfRun(const WrapRunner& w, const Side& side, const WrapSpec& s
       if (auto orig = parsePerformanceReport(*text, spec.task_type, true)) p.akaBaseline = *orig;
   } else {
     // Harnesses that only print (AKA's GEAK ones): their canonical line, as AKA reads it first.
-    static const std::regex geak(R"(GEAK_RESULT_LATENCY_MS=([0-9.]+))");
-    std::smatch m;
-    if (std::regex_search(r->output, m, geak)) p.times["test_case_0"] = std::stod(m[1]);
+    if (auto ms = geakLatencyMs(r->output)) p.times["test_case_0"] = *ms;
   }
   if (p.times.empty()) why = side.who + ": the performance command left no report with kernel times";
   return p;

@@ -11,6 +11,7 @@
 // clock of each run recorded as a second opinion. convert mode (not built) closes that.
 
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,9 @@ Injection generatedInjection(const WrapSpec& spec, const std::vector<std::vector
 // Host/wall-time keys are not kernel times and are refused, as AKA does. Keyed by test_case_id.
 using CaseTimes = std::map<std::string, double>;
 Result<CaseTimes> parsePerformanceReport(const std::string& json, const std::string& taskType, bool torchOriginal);
+// The latency AKA's GEAK harnesses print (GEAK_RESULT_LATENCY_MS=<ms>), the first such line of
+// the output, which the candidate's code shares: nothing unless it is one finite positive number.
+std::optional<double> geakLatencyMs(const std::string& output);
 // The sitecustomize.py every wrapped harness process imports: it re-maps torch.manual_seed(s)
 // with the salt in AKAD_SEED_SALT (and removes the variable from os.environ).
 const char* seedRemapSiteCustomize();

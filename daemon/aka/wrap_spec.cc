@@ -3,7 +3,10 @@
 #include "daemon/aka/wrap_score.h"
 
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <optional>
+#include <regex>
 
 #include "daemon/aka/checkout.h"
 #include "daemon/aka/held_out_rules.h"
@@ -168,6 +171,17 @@ Result<CaseTimes> parsePerformanceReport(const std::string& text, const std::str
     out[id] = *t;
   }
   return out;
+}
+
+std::optional<double> geakLatencyMs(const std::string& output) {
+  static const std::regex geak(R"(GEAK_RESULT_LATENCY_MS=([0-9.]+))");
+  std::smatch m;
+  if (!std::regex_search(output, m, geak)) return std::nullopt;
+  const std::string text = m[1];
+  double ms = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(ms) || ms <= 0) return std::nullopt;
+  return ms;
 }
 
 Injection generatedInjection(const WrapSpec& spec, const std::vector<std::vector<std::int64_t>>& shapes) {

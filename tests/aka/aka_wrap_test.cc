@@ -550,6 +550,18 @@ TEST(AkaCompatLayer, TheRecordIsReadOnlyFromARegularFile) {
   EXPECT_TRUE(aka::readCompatRecord(tmp / "linked", 10).empty());
 }
 
+// The GEAK harnesses' printed latency shares its output with the candidate's code, which may
+// print anything after the key: what is not one finite positive number is no time, and never
+// an exception in the daemon (std::stod of "." or of 400 digits threw, and nothing caught it).
+TEST(AkaReports, APrintedGeakLatencyThatIsNoNumberIsNoTimeAndNoCrash) {
+  EXPECT_EQ(aka::geakLatencyMs("warm-up\nGEAK_RESULT_LATENCY_MS=0.125\n"), 0.125);
+  EXPECT_EQ(aka::geakLatencyMs("GEAK_RESULT_LATENCY_MS=2\nGEAK_RESULT_LATENCY_MS=0.001\n"), 2.0);  // the first, as AKA
+  for (const std::string& hostile : std::vector<std::string>{"GEAK_RESULT_LATENCY_MS=.", "GEAK_RESULT_LATENCY_MS=...", "GEAK_RESULT_LATENCY_MS=1.2.3",
+                                    "GEAK_RESULT_LATENCY_MS=0", "GEAK_RESULT_LATENCY_MS=" + std::string(400, '9'),
+                                    "GEAK_RESULT_LATENCY_MS=-1", "no latency here"})
+    EXPECT_FALSE(aka::geakLatencyMs(hostile)) << hostile;
+}
+
 TEST(AkaReports, TimesAreReadWithAkasKeysAndHostTimesRefused) {
   auto list = aka::parsePerformanceReport(
       R"([{"test_case_id": "a", "execution_time_ms": 2.0, "wall_time_ms": 9},
