@@ -36,8 +36,9 @@ std::vector<HeldOutCase> heldOutCases(const std::vector<std::string>& visible, s
 // program of `trustedDir`) passes on the GPU: first all at once, then, if that run failed as a
 // whole, each alone. Kept beside the trusted caches (`cacheFile`), so later scorings of the
 // same task version read the choice, unless it was made on a GPU other scorings shared
-// (ScoringEnvironment::gpu_shared: a case may have failed for want of their memory). `choice` gets {"kept": [names], "dropped": [{name, rule,
-// reason}]}. The scoring's plans folder must hold its tolerances.json already.
+// (ScoringEnvironment::gpu_shared: a case may have failed for want of their memory).
+// `choice` gets {"kept": [names], "dropped": [{name, rule, reason}]}. The scoring's plans
+// folder must hold its tolerances.json already.
 Result<std::vector<nlohmann::json>> keptHeldOutConfigs(const GateRunner& g, const std::filesystem::path& trustedDir,
                                                        const std::filesystem::path& cacheFile,
                                                        const std::function<uint64_t()>& seed, nlohmann::json& choice);

@@ -53,9 +53,10 @@ struct ScoringEnvironment {
   // false: compile and correctness gates only (task validation of a baseline, which would only
   // be timed against itself); the result then has "performance_measured": false.
   bool measure_performance = true;
-  // Other scorings use the same GPU meanwhile (tasks validated side by side): a failure may be
-  // theirs (the GPU's memory is shared), so nothing decided from one is kept for later scorings
-  // (the held-out choice of an imported AKA task).
+  // Other scorings may use the same GPU meanwhile (tasks validated side by side, or a run's
+  // attempts under its gpu_share option): a failure may be theirs (the GPU's memory is shared),
+  // so nothing decided from one is kept for later scorings (the held-out choice of an imported
+  // AKA task), and a run's results say gpu_shared.
   bool gpu_shared = false;
 };
 
