@@ -29,6 +29,10 @@ struct GpuRequest {
   // neither see nor disturb another's on it; results timed so are labelled gpu_shared.
   std::string share_group = {};
   int share_slots = 1;
+  // A stage of a sharing run that must hold its GPU with no neighbour: the re-score of an
+  // attempt whose shared GPU ran out of memory (docs/architecture.md, "GPUs"). While it waits,
+  // no other stage of its share group takes a GPU, so the group's leases drain to it.
+  bool alone = false;
   // For errors: "a GPU by nvidia of model 'h200'", "a GPU".
   std::string describe() const;
 };

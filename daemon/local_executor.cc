@@ -7,13 +7,15 @@
 
 namespace akad {
 
-Result<AttemptServices::StageGpu> LocalExecutor::leaseGpu(const AttemptExecution& e, const std::string& stage) {
+Result<AttemptServices::StageGpu> LocalExecutor::leaseGpu(const AttemptExecution& e, const std::string& stage,
+                                                            bool alone) {
   // The image decides the vendor (the cuda-hip toolchain cannot drive an AMD GPU), the run
   // the model: gpu_eligibility.h's rule, as at submit and at the claim.
-  const GpuRequest want =
+  GpuRequest want =
       gpuRequestOf(e.images.task.requires_gpu_vendor, e.run.params.value("options", nlohmann::json::object()), e.run.id);
+  want.alone = alone;
   if (!gpus_.exists(want)) return Error{"the task needs " + want.describe() + " and this daemon has none (see akactl gpus)"};
-  const std::string holder = "attempt " + std::to_string(e.attempt.id) + " (" + stage + ")";
+  const std::string holder = "attempt " + std::to_string(e.attempt.id) + " (" + stage + (alone ? ", alone" : "") + ")";
   SandboxCanceller* canceller = e.canceller;
   auto g = gpus_.acquire(holder, want, [canceller] { return canceller && canceller->cancelled(); });
   if (!g) return Error{"cancelled"};
@@ -48,7 +50,7 @@ Result<nlohmann::json> LocalExecutor::execute(const AttemptExecution& e) {
   s.scoring.build_cache_scope = "uid " + std::to_string(e.run.submitterUid);
   s.on_stage = e.on_stage;
   s.on_snapshot = e.on_snapshot;
-  s.lease_gpu = [this, &e](const std::string& stage) { return leaseGpu(e, stage); };
+  s.lease_gpu = [this, &e](const std::string& stage, bool alone) { return leaseGpu(e, stage, alone); };
   return runAttempt(e.plan, s);
 }
 

@@ -27,7 +27,7 @@ class LocalExecutor : public Executor {
 
  private:
   // One GPU for one stage, for as long as the returned holder lives.
-  Result<AttemptServices::StageGpu> leaseGpu(const AttemptExecution& e, const std::string& stage);
+  Result<AttemptServices::StageGpu> leaseGpu(const AttemptExecution& e, const std::string& stage, bool alone);
 
   AttemptSetup setup_;  // tasks_def_root is per task: set per attempt
   std::filesystem::path tasks_dir_;

@@ -7,6 +7,7 @@
 #include "common/sha256.h"
 #include "daemon/pipeline/files.h"
 #include "daemon/pipeline/prepare.h"
+#include "daemon/pipeline/score_result.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -74,7 +75,7 @@ Result<AgentRun> runAgent(const AttemptPlan& plan, const AttemptServices& s, con
                           AgentIdentity who) {
   AttemptServices::StageGpu agentGpu;
   if (plan.task->gpu && s.lease_gpu) {
-    auto leased = s.lease_gpu("agent");
+    auto leased = s.lease_gpu("agent", false);
     if (!leased) return leased.error();
     agentGpu = std::move(*leased);
   }
@@ -158,21 +159,38 @@ Result<json> scoreSnapshot(const AttemptPlan& plan, const AttemptServices& s, co
     return Error{"snapshot " + sha + " was refused at extraction: " + st.error().message};
   ScoringEnvironment env = s.scoring;
   AttemptServices::StageGpu scoreGpu;  // held until scoring ends
-  if (plan.task->gpu && s.lease_gpu) {
-    env.acquire_gpus = [&]() -> Result<std::vector<std::string>> {
-      auto leased = s.lease_gpu("score");
+  auto leaseFor = [&](bool alone) {
+    return [&s, &scoreGpu, alone]() -> Result<std::vector<std::string>> {
+      auto leased = s.lease_gpu("score", alone);
       if (!leased) return leased.error();
       scoreGpu = std::move(*leased);
       return scoreGpu.gpu_ids;
     };
-  }
+  };
+  if (plan.task->gpu && s.lease_gpu) env.acquire_gpus = leaseFor(false);
   env.on_gate = [&](const std::string& g) { enterStage(s, "score:" + g); };
   auto scored = scoreCandidate(*plan.task, candidate, scoreRoot / "gates", env);
   if (!scored) return scored.error();
   (*scored)["scoring_dir"] = (scoreRoot / "gates").string();
-  // Timed beside the run's other attempts (the run option gpu_share): its times say so.
-  if (env.gpu_shared && !scoreGpu.gpu_ids.empty()) (*scored)["gpu_shared"] = true;
-  return scored;
+  if (!env.gpu_shared || scoreGpu.gpu_ids.empty()) return scored;
+  // Timed beside the run's other attempts (the run option gpu_share): its times say so. A GPU
+  // that ran out of memory there may have been filled by the neighbours, so such a scoring is
+  // done again, once, holding the GPU alone; that one stands, whatever it finds, and says why it
+  // was made. The candidate cannot tell which of the two it is in, nor see a verdict of either.
+  const std::string oom = gpuOutOfMemoryLine(*scored);
+  if (oom.empty()) {
+    (*scored)["gpu_shared"] = true;
+    return scored;
+  }
+  scoreGpu = {};  // the shared lease goes back first: the alone one waits for the GPU to empty
+  ScoringEnvironment alone = env;
+  alone.gpu_shared = false;
+  alone.acquire_gpus = leaseFor(true);
+  auto again = scoreCandidate(*plan.task, candidate, scoreRoot / "gates-alone", alone);
+  if (!again) return again.error();
+  (*again)["scoring_dir"] = (scoreRoot / "gates-alone").string();
+  (*again)["gpu_shared_retry"] = {{"reason", oom}, {"first_scoring_dir", (scoreRoot / "gates").string()}};
+  return again;
 }
 
 }  // namespace

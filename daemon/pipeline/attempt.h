@@ -49,13 +49,14 @@ struct AttemptServices {
   // Called with the new snapshot's hash; must make it durable before scoring starts.
   std::function<Status(const std::string& sha256)> on_snapshot;
   // For GPU tasks: leases one GPU for a stage ("agent", "score") and returns its id; the lease
-  // is given back when the returned holder is destroyed. Empty for CPU tasks.
+  // is given back when the returned holder is destroyed. `alone`: with no neighbour even when
+  // the run shares GPUs (GpuRequest::alone). Empty for CPU tasks.
   struct StageGpu {
     std::shared_ptr<void> holder;
     std::vector<std::string> gpu_ids;
     std::string model;  // for the snapshot's manifest
   };
-  std::function<Result<StageGpu>(const std::string& stage)> lease_gpu;
+  std::function<Result<StageGpu>(const std::string& stage, bool alone)> lease_gpu;
 };
 
 // Removes what a scoring leaves in <attempt>/score-*/ besides its logs, plans and result: the

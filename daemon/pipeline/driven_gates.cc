@@ -18,6 +18,7 @@ namespace {
 // driver reports about a failed worker is the candidate's failure; only a driver that failed on
 // its own (exit 1, a task problem) is told apart.
 std::string drivenFailure(const GateRunner& g, const DrivenRun& r, const std::string& who, const std::string& tag) {
+  if (r.driverFailedByItself()) return "the driver " + r.driver.describe() + ": " + g.logTail(tag + "-driver");
   const bool workerFault = r.driver.status == "exited" && r.driver.exit_code == kDriverWorkerFault;
   // A worker the scorer stopped because its driver had failed is not the candidate's failure.
   if (workerFault || (!r.worker.succeeded() && !(r.workerStopped && !r.driver.succeeded()))) {

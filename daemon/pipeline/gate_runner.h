@@ -72,14 +72,23 @@ nlohmann::json caseJson(const Case& c, bool withSeed);
 nlohmann::json checkPlan(const Phase& p, bool withSeed);
 nlohmann::json perfPlan(const Phase& p, const TaskTiming& t, bool withSeed);
 
+// The driver's exit status when the worker failed or broke the protocol (driver_main.cpp).
+inline constexpr int kDriverWorkerFault = 3;
+
 struct DrivenRun {
   SandboxOutcome driver;
   SandboxOutcome worker;
   bool workerStopped = false;  // the scorer ended the worker because its driver had ended
+  // The driver failed by itself: it exited with an error of its own (not kDriverWorkerFault)
+  // or ran out of its memory. A stop by the scorer kills it by a signal, and a worker's failure
+  // makes it exit with kDriverWorkerFault, so neither reads so. A worker that failed too only saw
+  // its channel hang up, however soon after it exited (a GPU whose memory neighbours hold can end
+  // the driver's allocation first; the worker's "peer hung up" is no fault of its).
+  bool driverFailedByItself() const {
+    if (driver.status == "oom") return true;
+    return driver.status == "exited" && driver.exit_code != 0 && driver.exit_code != kDriverWorkerFault;
+  }
 };
-
-// The driver's exit status when the worker failed or broke the protocol (driver_main.cpp).
-inline constexpr int kDriverWorkerFault = 3;
 
 class GateRunner {
  public:

@@ -9,6 +9,26 @@ using nlohmann::json;
 
 namespace akad {
 
+std::string gpuOutOfMemoryLine(const json& result) {
+  static const char* const kWords[] = {"CUDA out of memory",        "OutOfMemoryError",  "CUDA_ERROR_OUT_OF_MEMORY",
+                                       "cudaErrorMemoryAllocation", "hipErrorOutOfMemory", "HIP out of memory"};
+  const json gates = result.value("gates", json::object());
+  if (!gates.is_object()) return "";
+  for (const auto& [name, g] : gates.items()) {
+    if (!g.is_object() || g.value("pass", true) || !g.contains("reason") || !g["reason"].is_string()) continue;
+    const std::string reason = g["reason"].get<std::string>();
+    for (const char* word : kWords) {
+      const auto at = reason.find(word);
+      if (at == std::string::npos) continue;
+      const auto from = reason.rfind('\n', at), to = reason.find('\n', at);
+      const std::string line = reason.substr(from == std::string::npos ? 0 : from + 1,
+                                             to == std::string::npos ? std::string::npos : to - (from == std::string::npos ? 0 : from + 1));
+      return name + ": " + line.substr(0, 400);
+    }
+  }
+  return "";
+}
+
 double arenaScore(bool compiled, bool correct, double speedup) {
   if (!compiled) return 0;
   if (!correct) return 20;

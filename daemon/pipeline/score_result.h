@@ -36,4 +36,10 @@ class StageClock {
 // speedups and the score are null.
 void assembleResult(nlohmann::json& result, const nlohmann::json& gates, const GateOutcome& o, bool measuredPerformance);
 
+// The first line of a failed gate's reason that says a GPU ran out of memory (CUDA's, HIP's
+// or PyTorch's words for it), as "gate: line"; empty when none does. A run that shares its GPU
+// among its attempts scores such an attempt again alone (attempt.cc): the memory may have been
+// its neighbours'.
+std::string gpuOutOfMemoryLine(const nlohmann::json& result);
+
 }  // namespace akad

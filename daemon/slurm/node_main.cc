@@ -154,9 +154,10 @@ AttemptServices nodeServices(const AttemptSetup& setup, const AttemptImages& ima
     snapshotSha = sha;
     return {};
   };
-  // GPU tasks: Slurm allocated this job's GPU through gres; the sandboxes get that one.
+  // GPU tasks: Slurm allocated this job's GPU through gres; the sandboxes get that one (the
+  // job's alone, so a stage that asks to be alone on it already is).
   if (task.gpu)
-    s.lease_gpu = [gpu = allocatedGpu()](const std::string&) -> Result<AttemptServices::StageGpu> {
+    s.lease_gpu = [gpu = allocatedGpu()](const std::string&, bool) -> Result<AttemptServices::StageGpu> {
       if (gpu.empty()) return Error{"this node gave the job no GPU (AKAD_NODE_GPU is not set)"};
       return AttemptServices::StageGpu{nullptr, {gpu}, envOr("AKAD_NODE_GPU_MODEL", "")};
     };

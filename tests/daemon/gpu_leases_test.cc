@@ -125,5 +125,59 @@ TEST(GpuLeasesWithFakeGpus, AnotherRunNeverJoinsAGpuARunHolds) {
   EXPECT_FALSE(exclusive.anyFree(shareOf("r-1", 8)));
 }
 
+GpuRequest aloneOf(const std::string& run) {
+  GpuRequest r = shareOf(run, 8);
+  r.alone = true;
+  return r;
+}
+
+// The re-score of an attempt whose shared GPU ran out of memory holds the GPU with no
+// neighbour: it waits until the run's other stages have given theirs back, none of them takes a
+// GPU meanwhile (or the run's stream of new stages would keep it waiting for ever), and nothing
+// joins it once it holds the GPU. Only its own run is held back.
+TEST(GpuLeasesWithFakeGpus, AStageAloneWaitsForItsRunsNeighboursToLeaveAndNoneJoinsIt) {
+  GpuLeases leases({fakeGpu("nvidia0", "nvidia", "H200")});
+  ASSERT_TRUE(leases.acquire("attempt 1", shareOf("r-1", 8), nullptr));
+  ASSERT_TRUE(leases.acquire("attempt 2", shareOf("r-1", 8), nullptr));
+  EXPECT_FALSE(leases.anyFree(aloneOf("r-1")));
+  std::atomic<bool> got{false};
+  std::thread alone([&] { got = leases.acquire("attempt 3 (alone)", aloneOf("r-1"), nullptr).has_value(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(got.load());
+  // Slots are left, but the run's stages take none while one of it waits to be alone.
+  EXPECT_FALSE(leases.anyFree(shareOf("r-1", 8)));
+  std::atomic<bool> cancelled{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancelled = true;
+  });
+  EXPECT_FALSE(leases.acquire("attempt 4", shareOf("r-1", 8), [&] { return cancelled.load(); }));
+  canceller.join();
+  leases.release("nvidia0", "attempt 1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(got.load()) << "taken while a neighbour still held the GPU";
+  leases.release("nvidia0", "attempt 2");
+  alone.join();
+  ASSERT_TRUE(got.load());
+  EXPECT_EQ(leases.describe()[0]["lease"], "attempt 3 (alone)");
+  EXPECT_FALSE(leases.anyFree(shareOf("r-1", 8))) << "a stage of its run could join it";
+  leases.release("nvidia0", "attempt 3 (alone)");
+  EXPECT_TRUE(leases.anyFree(shareOf("r-1", 8)));
+
+  // While a stage of r-1 waits to be alone, r-2's stages still join the GPU r-2 shares.
+  GpuLeases two({fakeGpu("nvidia0", "nvidia", "H200"), fakeGpu("nvidia1", "nvidia", "H200")});
+  ASSERT_TRUE(two.acquire("attempt 1 of r-1", shareOf("r-1", 8), nullptr));
+  ASSERT_TRUE(two.acquire("attempt 1 of r-2", shareOf("r-2", 8), nullptr));
+  std::atomic<bool> stop{false};
+  std::thread waiting([&] { two.acquire("attempt 2 of r-1 (alone)", aloneOf("r-1"), [&] { return stop.load(); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(two.anyFree(shareOf("r-2", 8)));
+  EXPECT_FALSE(two.anyFree(shareOf("r-1", 8)));
+  stop = true;
+  waiting.join();
+  // Given up: the run takes GPUs again.
+  EXPECT_TRUE(two.anyFree(shareOf("r-1", 8)));
+}
+
 }  // namespace
 }  // namespace akad

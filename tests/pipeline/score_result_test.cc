@@ -1,0 +1,71 @@
+// The scoring's result: which failures say a GPU ran out of memory (a sharing run scores such
+// an attempt again alone), and which driven runs failed by the driver's own doing. The failure
+// texts are those of real scorings on an H100 shared by eight attempts of one run.
+#include <gtest/gtest.h>
+
+#include "daemon/pipeline/gate_runner.h"
+#include "daemon/pipeline/score_result.h"
+
+namespace akad {
+namespace {
+
+using nlohmann::json;
+
+json failedGate(const std::string& reason) { return {{"pass", false}, {"reason", reason}}; }
+
+TEST(GpuOutOfMemory, TheLineOfAFailedGateThatSaysSoIsFound) {
+  json result = {{"gates",
+                  {{"compile", {{"pass", true}}},
+                   {"correctness", {{"pass", true}}},
+                   {"performance",
+                    failedGate("the candidate exited with 1: runner: case-4: call: OutOfMemoryError: CUDA out of memory. "
+                               "Tried to allocate 512.00 MiB. GPU 0 has a total capacity of 79.18 GiB of which 366.75 "
+                               "MiB is free.\nrunner:   at runner_main.py:244")}}}};
+  const std::string line = gpuOutOfMemoryLine(result);
+  EXPECT_EQ(line.rfind("performance: the candidate exited with 1: runner: case-4: call: OutOfMemoryError", 0), 0u) << line;
+  EXPECT_EQ(line.find("runner_main.py"), std::string::npos) << "only the line that says so";
+
+  // The driver's own failure on a later line of a held-out gate's reason.
+  json heldOut = {{"gates",
+                   {{"held_out_performance",
+                     failedGate("the driver exited with 1: driver: held-out-0-prime: 5 windows of 20 calls\n"
+                                "driver: OutOfMemoryError: CUDA out of memory. Tried to allocate 5.03 GiB.")}}}};
+  EXPECT_EQ(gpuOutOfMemoryLine(heldOut), "held_out_performance: driver: OutOfMemoryError: CUDA out of memory. Tried to allocate 5.03 GiB.");
+  EXPECT_NE(gpuOutOfMemoryLine({{"gates", {{"correctness", failedGate("hipErrorOutOfMemory at kernel.hip:12")}}}}), "");
+  EXPECT_NE(gpuOutOfMemoryLine({{"gates", {{"correctness", failedGate("CUDA_ERROR_OUT_OF_MEMORY")}}}}), "");
+}
+
+TEST(GpuOutOfMemory, OtherFailuresAndPassedGatesAreNot) {
+  // The host's memory (the sandbox's cgroup) is not the GPU's: scoring alone would not help.
+  EXPECT_EQ(gpuOutOfMemoryLine({{"gates", {{"correctness", failedGate("the candidate was killed: out of memory (limit 8 GiB)")}}}}), "");
+  EXPECT_EQ(gpuOutOfMemoryLine({{"gates", {{"correctness", failedGate("outputs of timed calls are wrong")}}}}), "");
+  // A passed gate's text is not read, whatever it holds.
+  EXPECT_EQ(gpuOutOfMemoryLine({{"gates", {{"correctness", {{"pass", true}, {"reason", "CUDA out of memory"}}}}}}), "");
+  EXPECT_EQ(gpuOutOfMemoryLine(json::object()), "");
+  EXPECT_EQ(gpuOutOfMemoryLine({{"gates", "not an object"}}), "");
+  EXPECT_EQ(gpuOutOfMemoryLine({{"gates", {{"correctness", {{"pass", false}, {"reason", 42}}}}}}), "");
+}
+
+SandboxOutcome outcome(const std::string& status, int exitCode) {
+  SandboxOutcome o;
+  o.status = status;
+  o.exit_code = exitCode;
+  return o;
+}
+
+// A driver that exited with an error of its own failed by itself, however soon its worker
+// exited after it (it sees its channel hang up); one that reports its worker's fault, or that
+// the scorer stopped (a signal), did not.
+TEST(DrivenRunFailure, OnlyTheDriversOwnErrorIsTheDriversFailure) {
+  const SandboxOutcome ok = outcome("exited", 0), hungUp = outcome("exited", 1);
+  EXPECT_TRUE((DrivenRun{outcome("exited", 1), hungUp, false}.driverFailedByItself()));
+  EXPECT_TRUE((DrivenRun{outcome("exited", 1), ok, true}.driverFailedByItself()));
+  EXPECT_TRUE((DrivenRun{outcome("oom", -1), hungUp, false}.driverFailedByItself()));
+  EXPECT_FALSE((DrivenRun{outcome("exited", kDriverWorkerFault), hungUp, false}.driverFailedByItself()));
+  EXPECT_FALSE((DrivenRun{outcome("signaled", -1), outcome("signaled", -1), false}.driverFailedByItself()));
+  EXPECT_FALSE((DrivenRun{outcome("wall-timeout", -1), outcome("wall-timeout", -1), false}.driverFailedByItself()));
+  EXPECT_FALSE((DrivenRun{ok, hungUp, false}.driverFailedByItself()));
+}
+
+}  // namespace
+}  // namespace akad
