@@ -772,7 +772,9 @@ TEST_F(BoxTest, LargeEtcFileIsBoundReadOnly) {
 TEST_F(BoxTest, TheHostTreeIsDetachedAndTheRootReadOnlyWhenTheCommandRuns) {
   inChild_ = [] { ::setenv("AKABOX_TEST_SLOW_DETACH", "1", 1); };
   BoxRun r = run({}, {"/bin/sh", "-c", "cat /proc/self/mountinfo; echo ===; cat /etc/passwd"});
-  EXPECT_EQ(r.exitStatus, 0) << r.err;
+  // Once (2026-12-06, ctest -j2, spin mode) this exited 125 with nothing on stderr; not seen in
+  // 40 runs since under load. akabox's result says which side gave up, if it comes again.
+  EXPECT_EQ(r.exitStatus, 0) << r.err << "\nresult: " << r.result.dump();
   const auto sep = r.out.find("===\n");
   ASSERT_NE(sep, std::string::npos) << r.out;
   int mounts = 0;
