@@ -20,9 +20,9 @@ std::string gpuOutOfMemoryLine(const json& result) {
     for (const char* word : kWords) {
       const auto at = reason.find(word);
       if (at == std::string::npos) continue;
-      const auto from = reason.rfind('\n', at), to = reason.find('\n', at);
-      const std::string line = reason.substr(from == std::string::npos ? 0 : from + 1,
-                                             to == std::string::npos ? std::string::npos : to - (from == std::string::npos ? 0 : from + 1));
+      const auto newline = reason.rfind('\n', at), end = reason.find('\n', at);
+      const std::size_t from = newline == std::string::npos ? 0 : newline + 1;
+      const std::string line = reason.substr(from, end == std::string::npos ? std::string::npos : end - from);
       return name + ": " + line.substr(0, 400);
     }
   }
