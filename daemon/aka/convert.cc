@@ -1,6 +1,7 @@
 #include "daemon/aka/convert.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <optional>
 #include <regex>
@@ -247,6 +248,13 @@ Result<std::vector<std::string>> caseListElements(const std::string& source) {
   return *cases;
 }
 
+namespace {
+
+// Hundreds of digits are read as huge, not given to stod.
+double wholeNumber(const std::string& digits) { return digits.size() > 15 ? 1e18 : std::stod(digits); }
+
+}  // namespace
+
 double largestShapeBytes(const std::string& caseText) {
   static const std::regex group(R"(\[([ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)*,?[ \t]*)\])");
   static const std::regex number("[0-9]+");
@@ -255,8 +263,76 @@ double largestShapeBytes(const std::string& caseText) {
     const std::string inside = (*g)[1];
     double elements = 1;
     for (auto n = std::sregex_iterator(inside.begin(), inside.end(), number); n != std::sregex_iterator(); ++n)
-      elements *= n->length() > 15 ? 1e18 : std::stod(n->str());  // no stod of hundreds of digits
+      elements *= wholeNumber(n->str());
     largest = std::max(largest, elements * 4);
+  }
+  return largest;
+}
+
+namespace {
+
+// The names `for A, B in ...:` unpacks at get_inputs's top level, and the text of its loop.
+std::pair<std::vector<std::string>, std::string> unpackingLoop(const std::string& moduleSource) {
+  auto body = getInputsBody(moduleSource);
+  static const std::regex header(
+      R"((^|\n)for[ \t]+([A-Za-z_][A-Za-z_0-9]*([ \t]*,[ \t]*[A-Za-z_][A-Za-z_0-9]*)+)[ \t]*,?[ \t]+in[ \t])");
+  std::smatch m;
+  if (!body || !std::regex_search(*body, m, header)) return {};
+  static const std::regex identifier("[A-Za-z_][A-Za-z_0-9]*");
+  const std::string targets = m[2];
+  std::vector<std::string> names;
+  for (auto n = std::sregex_iterator(targets.begin(), targets.end(), identifier); n != std::sregex_iterator(); ++n)
+    names.push_back(n->str());
+  return {names, body->substr(m.position(0))};
+}
+
+}  // namespace
+
+double largestLoopTensorBytes(const std::string& moduleSource, const std::string& caseText) {
+  static const std::regex tuple(R"(^[ \t]*\(([ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)+),?[ \t]*\)[ \t]*$)");
+  static const std::regex number("[0-9]+");
+  std::smatch m;
+  if (!std::regex_match(caseText, m, tuple)) return 0;
+  const auto [names, loop] = unpackingLoop(moduleSource);
+  const std::string inside = m[1];
+  std::map<std::string, double> value;
+  std::size_t i = 0;
+  for (auto n = std::sregex_iterator(inside.begin(), inside.end(), number); n != std::sregex_iterator(); ++n, ++i)
+    if (i < names.size()) value[names[i]] = wholeNumber(n->str());
+  if (names.empty() || i != names.size()) return 0;
+  static const std::regex call(R"(torch\.(rand|randn|zeros|ones|empty)\(([^()]*)\))");
+  static const std::regex argument(R"([ \t]*([A-Za-z_][A-Za-z_0-9]*|[0-9]+)[ \t]*)");
+  static const std::regex narrow(R"(dtype[ \t]*=[ \t]*torch\.(float16|half|bfloat16))"), wide(R"(dtype[ \t]*=[ \t]*torch\.(float64|double))");
+  double largest = 0;
+  for (auto c = std::sregex_iterator(loop.begin(), loop.end(), call); c != std::sregex_iterator(); ++c) {
+    const std::string args = (*c)[2];
+    double elements = 1;
+    bool read = false;
+    for (std::size_t from = 0; from <= args.size();) {
+      const std::size_t comma = std::min(args.find(',', from), args.size());
+      const std::string arg = args.substr(from, comma - from);
+      from = comma + 1;
+      if (arg.find('=') != std::string::npos) break;  // keywords follow the sizes
+      if (arg.find_first_not_of(" \t") == std::string::npos) break;  // a trailing comma
+      std::smatch a;
+      if (!std::regex_match(arg, a, argument)) {
+        read = false;  // a size this rule cannot read: the call is not counted
+        break;
+      }
+      const std::string token = a[1];
+      if (std::isdigit(static_cast<unsigned char>(token[0]))) {
+        elements *= wholeNumber(token);
+      } else if (value.count(token)) {
+        elements *= value[token];
+      } else {
+        read = false;
+        break;
+      }
+      read = true;
+    }
+    if (!read) continue;
+    const double width = std::regex_search(args, narrow) ? 2 : std::regex_search(args, wide) ? 8 : 4;
+    largest = std::max(largest, elements * width);
   }
   return largest;
 }
@@ -290,8 +366,10 @@ Result<ConvertPlan> planConversion(const AkaTaskConfig& c, const TaskFolder& fol
   // A kept call's outputs are one data file of the trusted driver, at most kMaxDataFileBytes;
   // the output is taken to be as large as the largest input (1067_Transpose's last case, 4
   // GiB, failed so on the H100).
+  const std::string& source = fileOf(folder, p.module)->bytes;
+  auto caseBytes = [&](const std::string& text) { return std::max(largestShapeBytes(text), largestLoopTensorBytes(source, text)); };
   for (std::size_t i = 0; i < p.cases.size(); ++i)
-    if (const double bytes = largestShapeBytes(p.cases[i]); bytes >= static_cast<double>(kMaxDataFileBytes)) {
+    if (const double bytes = caseBytes(p.cases[i]); bytes >= static_cast<double>(kMaxDataFileBytes)) {
       std::ostringstream gib;
       gib.precision(3);
       gib << bytes / (1ull << 30);
@@ -300,7 +378,7 @@ Result<ConvertPlan> planConversion(const AkaTaskConfig& c, const TaskFolder& fol
                    std::to_string(kMaxDataFileBytes >> 30) + " GiB"};
     }
   p.heldOut = heldOutCases(p.cases);
-  std::erase_if(p.heldOut, [](const HeldOutCase& h) { return largestShapeBytes(h.text) >= static_cast<double>(kMaxDataFileBytes); });
+  std::erase_if(p.heldOut, [&](const HeldOutCase& h) { return caseBytes(h.text) >= static_cast<double>(kMaxDataFileBytes); });
   return p;
 }
 

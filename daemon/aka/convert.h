@@ -47,8 +47,15 @@ Result<ConvertPlan> planConversion(const AkaTaskConfig& config, const TaskFolder
 // The bytes of the largest tensor a case's text describes, taking every list of whole numbers
 // ("[64, 128]") for a shape of float32 elements (torch.rand's default). Tuples are not taken:
 // in kernelbench's cases, "(1024, 2048, 1024)" are the sizes of several matrices (M, K, N), not
-// one shape, so a task whose tuples do make a tensor too large still fails at validation.
+// one shape; largestLoopTensorBytes reads what get_inputs makes of them.
 double largestShapeBytes(const std::string& caseText);
+
+// The bytes of the largest tensor get_inputs's loop makes for one case whose tuple of whole
+// numbers it unpacks into names: `for M, K in [(4096, 262144)]: yield [torch.rand(M, K),
+// torch.rand(K, 1)]` makes a 4096 x 262144 float32 tensor (4 GiB). Only torch.rand, randn,
+// zeros, ones and empty with sizes that are those names or whole numbers are read, in float32
+// unless their dtype= says a 16- or 64-bit type. 0 when the loop unpacks no such tuple.
+double largestLoopTensorBytes(const std::string& moduleSource, const std::string& caseText);
 
 // "aka-hip2hip-gpumode/gelu" -> "aka-convert-hip2hip-gpumode/gelu".
 std::string convertedId(const std::string& wrapId);

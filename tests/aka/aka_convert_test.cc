@@ -164,6 +164,63 @@ TEST(AkaConvert, ACaseTooLargeForOneDataFileIsRefusedAtImport) {
       << refused.error().message;
 }
 
+// Cases that are tuples of sizes, unpacked by get_inputs's loop into the names its tensors are
+// made of (kernelbench's matrix-vector task: its last case is a 4096 x 262144 float32 matrix,
+// 4 GiB, which failed only at validation before).
+TEST(AkaConvert, ATensorMadeFromAnUnpackedCaseTooLargeForOneDataFileIsRefusedAtImport) {
+  auto module = [](const std::string& cases, const std::string& loop, const std::string& yield) {
+    return "import torch\n\nclass Model(torch.nn.Module):\n    pass\n\n\ndef get_inputs():\n    for " + loop +
+           " in [" + cases + "]:\n        yield [" + yield + "]\n";
+  };
+  const std::string mv = module("(1024, 131072), (4096, 262144)", "M, K", "torch.rand(M, K), torch.rand(K, 1)");
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(mv, "(4096, 262144)"), 4.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(mv, "(1024, 131072)"), 0.5 * (1ull << 30));
+  // A matmul's M, K and N make two matrices, not one tensor of M x K x N.
+  const std::string mm = module("(1024, 2048, 1024)", "M, K, N", "torch.randn(M, K), torch.randn(K, N)");
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(mm, "(1024, 2048, 1024)"), 4.0 * 1024 * 2048);
+  // The dtype's width, keywords after the sizes, and sizes this rule cannot read.
+  const std::string half = module("(65536, 32768)", "M, N", "torch.rand(M, N, dtype=torch.float16, device='cuda')");
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(half, "(65536, 32768)"), 2.0 * 65536 * 32768);
+  const std::string wide = module("(65536, 32768)", "M, N", "torch.zeros(M, N, dtype=torch.float64)");
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(wide, "(65536, 32768)"), 8.0 * 65536 * 32768);
+  const std::string scaled = module("(8, 16)", "B, N", "torch.rand(B * 1000, N), torch.ones(B, 4, N)");
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(scaled, "(8, 16)"), 4.0 * 8 * 4 * 16);
+  // Nothing unpacked, a case that is not a tuple of whole numbers, or one of another length.
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(module("(4096, 262144)", "shape", "torch.rand(shape)"), "(4096, 262144)"), 0.0);
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(mv, "(4096, 'x')"), 0.0);
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes(mv, "(4096, 262144, 2)"), 0.0);
+  EXPECT_DOUBLE_EQ(largestLoopTensorBytes("def f():\n    pass\n", "(4096, 262144)"), 0.0);
+
+  AkaTaskConfig c;
+  c.task_type = "torch2hip";
+  c.target_file = "hip/hip_4_Model.hip";
+  c.correctness = {"python3 check.py --py_modu_file m.py --py_func_file f.py --hip_file hip/hip_4_Model.hip"};
+  auto folderWith = [&](const std::string& source) {
+    TaskFolder folder;
+    for (const auto& [path, text] : {std::pair<std::string, std::string>{"m.py", source},
+                                     {"f.py", source},
+                                     {"hip/hip_4_Model.hip", ""},
+                                     {"check.py", ""}})
+      folder.contents.push_back({path, text, false});
+    return folder;
+  };
+  auto refused = planConversion(c, folderWith(mv));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("case 1 (4096, 262144) makes a tensor of 4 GiB"), std::string::npos)
+      << refused.error().message;
+  const std::string fits = module("(1024, 131072), (2048, 262144)", "M, K", "torch.rand(M, K), torch.rand(K, 1)");
+  auto plan = planConversion(c, folderWith(fits));  // 2 GiB: converted
+  ASSERT_TRUE(plan) << plan.error().message;
+  // The rules' scaled-up case of (2048, 262144) would be 8 GiB: not made; the others are.
+  const std::vector<HeldOutCase> all = heldOutCases(plan->cases);
+  ASSERT_TRUE(std::any_of(all.begin(), all.end(), [](const HeldOutCase& h) { return h.rule == "scaled-up"; }));
+  ASSERT_FALSE(plan->heldOut.empty());
+  for (const auto& h : plan->heldOut) {
+    EXPECT_NE(h.rule, "scaled-up") << h.text;
+    EXPECT_LT(largestLoopTensorBytes(fits, h.text), 4.0 * (1ull << 30)) << h.text;
+  }
+}
+
 TEST(AkaConvert, GpumodeTasksBecomeTasksOfTheProtectedHarnessBesideTheWrappedOnes) {
   ConvertWorkdir w;
   auto report = w.import(/*convert=*/true);
