@@ -43,6 +43,7 @@ while kill -0 "${pids[0]}" 2>/dev/null; do sleep 0.1; done
 bash "$pack" pack "$tmp/state" "$tmp/p.tar.xz" >/dev/null
 list=$(tar tJf "$tmp/p.tar.xz")
 grep -qx 'akad.db' <<<"$list" || fail "no akad.db in the pack"
+grep -qx 'audit.log' <<<"$list" || fail "no audit.log in the pack"
 grep -q '^snapshots/' <<<"$list" || fail "no snapshots/ in the pack"
 grep -qx 'tasks/feedface/def/task.yaml' <<<"$list" || fail "no task definition in the pack"
 if grep -q 'trusted' <<<"$list"; then fail "a trusted build went into the pack"; fi
