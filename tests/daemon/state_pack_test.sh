@@ -35,6 +35,17 @@ run=$("$akactl" --socket "$tmp/a.sock" --json submit cpu/softmax --agent noop | 
 mkdir -p "$tmp/state/tasks/feedface/def" "$tmp/state/tasks/feedface/trusted"
 echo def >"$tmp/state/tasks/feedface/def/task.yaml"
 echo built >"$tmp/state/tasks/feedface/trusted/runner"
+# The attempt's snapshot made (its scoring under way or done) before the stop, however slow the
+# build (the sanitizer's runs this too).
+stage() {
+  "$akactl" --socket "$tmp/a.sock" --json status "$run" |
+    python3 -c 'import json,sys; a=json.load(sys.stdin)["attempts"][0]; print(a["state"] if a["state"] != "running" else a.get("stage") or "")'
+}
+for _ in $(seq 600); do
+  case $(stage) in score* | scored) break ;; esac
+  sleep 0.1
+done
+case $(stage) in score* | scored) ;; *) "$akactl" --socket "$tmp/a.sock" --json status "$run" >&2; fail "the attempt made no snapshot within 60 s (stage $(stage))" ;; esac
 if bash "$pack" pack "$tmp/state" "$tmp/p.tar.xz" 2>"$tmp/err"; then fail "packed a state dir an akad was using"; fi
 grep -q 'still using' "$tmp/err" || fail "no reason given: $(cat "$tmp/err")"
 kill -TERM "${pids[0]}"
