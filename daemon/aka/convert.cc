@@ -272,7 +272,12 @@ double largestShapeBytes(const std::string& caseText) {
 namespace {
 
 // The names `for A, B in ...:` unpacks at get_inputs's top level, and the text of its loop.
-std::pair<std::vector<std::string>, std::string> unpackingLoop(const std::string& moduleSource) {
+struct UnpackingLoop {
+  std::vector<std::string> names;
+  std::string text;
+};
+
+UnpackingLoop unpackingLoop(const std::string& moduleSource) {
   auto body = getInputsBody(moduleSource);
   static const std::regex header(
       R"((^|\n)for[ \t]+([A-Za-z_][A-Za-z_0-9]*([ \t]*,[ \t]*[A-Za-z_][A-Za-z_0-9]*)+)[ \t]*,?[ \t]+in[ \t])");
@@ -280,61 +285,65 @@ std::pair<std::vector<std::string>, std::string> unpackingLoop(const std::string
   if (!body || !std::regex_search(*body, m, header)) return {};
   static const std::regex identifier("[A-Za-z_][A-Za-z_0-9]*");
   const std::string targets = m[2];
-  std::vector<std::string> names;
+  UnpackingLoop loop{{}, body->substr(m.position(0))};
   for (auto n = std::sregex_iterator(targets.begin(), targets.end(), identifier); n != std::sregex_iterator(); ++n)
-    names.push_back(n->str());
-  return {names, body->substr(m.position(0))};
+    loop.names.push_back(n->str());
+  return loop;
+}
+
+// The elements of a constructor call's sizes (the arguments before its keywords), each an
+// unpacked name or a whole number; nothing when one is anything else.
+std::optional<double> sizeElements(const std::string& args, const std::map<std::string, double>& value) {
+  static const std::regex argument(R"([ \t]*([A-Za-z_][A-Za-z_0-9]*|[0-9]+)[ \t]*)");
+  double elements = 1;
+  bool any = false;
+  for (std::size_t from = 0; from <= args.size();) {
+    const std::size_t comma = std::min(args.find(',', from), args.size());
+    const std::string arg = args.substr(from, comma - from);
+    from = comma + 1;
+    // Keywords follow the sizes; an empty one is a trailing comma.
+    if (arg.find('=') != std::string::npos || arg.find_first_not_of(" \t") == std::string::npos) break;
+    std::smatch a;
+    if (!std::regex_match(arg, a, argument)) return std::nullopt;
+    const std::string token = a[1];
+    const auto named = value.find(token);
+    if (!std::isdigit(static_cast<unsigned char>(token[0])) && named == value.end()) return std::nullopt;
+    elements *= named != value.end() ? named->second : wholeNumber(token);
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return elements;
+}
+
+double loopTensorBytes(const UnpackingLoop& loop, const std::string& caseText) {
+  static const std::regex tuple(R"(^[ \t]*\(([ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)+),?[ \t]*\)[ \t]*$)");
+  static const std::regex number("[0-9]+");
+  std::smatch m;
+  if (loop.names.empty() || !std::regex_match(caseText, m, tuple)) return 0;
+  const std::string inside = m[1];
+  std::map<std::string, double> value;
+  std::size_t i = 0;
+  for (auto n = std::sregex_iterator(inside.begin(), inside.end(), number); n != std::sregex_iterator(); ++n, ++i)
+    if (i < loop.names.size()) value[loop.names[i]] = wholeNumber(n->str());
+  if (i != loop.names.size()) return 0;
+  static const std::regex call(R"(torch\.(rand|randn|zeros|ones|empty)\(([^()]*)\))");
+  static const std::regex narrow(R"(dtype[ \t]*=[ \t]*torch\.(float16|half|bfloat16))"),
+      wide(R"(dtype[ \t]*=[ \t]*torch\.(float64|double))");
+  double largest = 0;
+  for (auto c = std::sregex_iterator(loop.text.begin(), loop.text.end(), call); c != std::sregex_iterator(); ++c) {
+    const std::string args = (*c)[2];
+    const auto elements = sizeElements(args, value);
+    if (!elements) continue;  // sizes this rule cannot read: the call is not counted
+    const double width = std::regex_search(args, narrow) ? 2 : std::regex_search(args, wide) ? 8 : 4;
+    largest = std::max(largest, *elements * width);
+  }
+  return largest;
 }
 
 }  // namespace
 
 double largestLoopTensorBytes(const std::string& moduleSource, const std::string& caseText) {
-  static const std::regex tuple(R"(^[ \t]*\(([ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)+),?[ \t]*\)[ \t]*$)");
-  static const std::regex number("[0-9]+");
-  std::smatch m;
-  if (!std::regex_match(caseText, m, tuple)) return 0;
-  const auto [names, loop] = unpackingLoop(moduleSource);
-  const std::string inside = m[1];
-  std::map<std::string, double> value;
-  std::size_t i = 0;
-  for (auto n = std::sregex_iterator(inside.begin(), inside.end(), number); n != std::sregex_iterator(); ++n, ++i)
-    if (i < names.size()) value[names[i]] = wholeNumber(n->str());
-  if (names.empty() || i != names.size()) return 0;
-  static const std::regex call(R"(torch\.(rand|randn|zeros|ones|empty)\(([^()]*)\))");
-  static const std::regex argument(R"([ \t]*([A-Za-z_][A-Za-z_0-9]*|[0-9]+)[ \t]*)");
-  static const std::regex narrow(R"(dtype[ \t]*=[ \t]*torch\.(float16|half|bfloat16))"), wide(R"(dtype[ \t]*=[ \t]*torch\.(float64|double))");
-  double largest = 0;
-  for (auto c = std::sregex_iterator(loop.begin(), loop.end(), call); c != std::sregex_iterator(); ++c) {
-    const std::string args = (*c)[2];
-    double elements = 1;
-    bool read = false;
-    for (std::size_t from = 0; from <= args.size();) {
-      const std::size_t comma = std::min(args.find(',', from), args.size());
-      const std::string arg = args.substr(from, comma - from);
-      from = comma + 1;
-      if (arg.find('=') != std::string::npos) break;  // keywords follow the sizes
-      if (arg.find_first_not_of(" \t") == std::string::npos) break;  // a trailing comma
-      std::smatch a;
-      if (!std::regex_match(arg, a, argument)) {
-        read = false;  // a size this rule cannot read: the call is not counted
-        break;
-      }
-      const std::string token = a[1];
-      if (std::isdigit(static_cast<unsigned char>(token[0]))) {
-        elements *= wholeNumber(token);
-      } else if (value.count(token)) {
-        elements *= value[token];
-      } else {
-        read = false;
-        break;
-      }
-      read = true;
-    }
-    if (!read) continue;
-    const double width = std::regex_search(args, narrow) ? 2 : std::regex_search(args, wide) ? 8 : 4;
-    largest = std::max(largest, elements * width);
-  }
-  return largest;
+  return loopTensorBytes(unpackingLoop(moduleSource), caseText);
 }
 
 Result<ConvertPlan> planConversion(const AkaTaskConfig& c, const TaskFolder& folder) {
@@ -366,8 +375,8 @@ Result<ConvertPlan> planConversion(const AkaTaskConfig& c, const TaskFolder& fol
   // A kept call's outputs are one data file of the trusted driver, at most kMaxDataFileBytes;
   // the output is taken to be as large as the largest input (1067_Transpose's last case, 4
   // GiB, failed so on the H100).
-  const std::string& source = fileOf(folder, p.module)->bytes;
-  auto caseBytes = [&](const std::string& text) { return std::max(largestShapeBytes(text), largestLoopTensorBytes(source, text)); };
+  const UnpackingLoop loop = unpackingLoop(fileOf(folder, p.module)->bytes);  // read once for every case
+  auto caseBytes = [&](const std::string& text) { return std::max(largestShapeBytes(text), loopTensorBytes(loop, text)); };
   for (std::size_t i = 0; i < p.cases.size(); ++i)
     if (const double bytes = caseBytes(p.cases[i]); bytes >= static_cast<double>(kMaxDataFileBytes)) {
       std::ostringstream gib;

@@ -127,6 +127,26 @@ TEST(AkaConvert, HeldOutCasesChangeOnlyTheSizesThatVaryBetweenCasesOfOneForm) {
   EXPECT_EQ(texts(heldOutCases({"4096", "8192", "16384"}, 2)), (std::vector<std::string>{"4099 prime", "16411 prime"}));
 }
 
+// A torch2hip task of class Model whose module and functional files are both `source`: what
+// planConversion reads of a task.
+AkaTaskConfig modelTaskConfig() {
+  AkaTaskConfig c;
+  c.task_type = "torch2hip";
+  c.target_file = "hip/hip_1_Model.hip";
+  c.correctness = {"python3 check.py --py_modu_file m.py --py_func_file f.py --hip_file hip/hip_1_Model.hip"};
+  return c;
+}
+
+TaskFolder modelTaskFolder(const std::string& source) {
+  TaskFolder folder;
+  for (const auto& [path, text] : {std::pair<std::string, std::string>{"m.py", source},
+                                   {"f.py", source},
+                                   {"hip/hip_1_Model.hip", ""},
+                                   {"check.py", ""}})
+    folder.contents.push_back({path, text, false});
+  return folder;
+}
+
 // A case whose tensor cannot fit one data file of the trusted driver is a refusal at import, not
 // a failure at validation (1067_Transpose's last case, [64, 128, 256, 512]: 4 GiB as float32).
 TEST(AkaConvert, ACaseTooLargeForOneDataFileIsRefusedAtImport) {
@@ -142,23 +162,11 @@ TEST(AkaConvert, ACaseTooLargeForOneDataFileIsRefusedAtImport) {
            "        ([4, 8, 16, 32],),\n        ([32, 64, 128, 256],),\n        " + lastCase + ",\n    ]\n"
            "    for shape in configs:\n        yield [torch.rand(shape)]\n";
   };
-  AkaTaskConfig c;
-  c.task_type = "torch2hip";
-  c.target_file = "hip/hip_1_Model.hip";
-  c.correctness = {"python3 check.py --py_modu_file m.py --py_func_file f.py --hip_file hip/hip_1_Model.hip"};
-  auto folderWith = [&](const std::string& lastCase) {
-    TaskFolder folder;
-    for (const auto& [path, text] : {std::pair<std::string, std::string>{"m.py", source(lastCase)},
-                                     {"f.py", source(lastCase)},
-                                     {"hip/hip_1_Model.hip", ""},
-                                     {"check.py", ""}})
-      folder.contents.push_back({path, text, false});
-    return folder;
-  };
-  auto fits = planConversion(c, folderWith("([64, 128, 256, 256],)"));  // 2 GiB
+  const AkaTaskConfig c = modelTaskConfig();
+  auto fits = planConversion(c, modelTaskFolder(source("([64, 128, 256, 256],)")));  // 2 GiB
   ASSERT_TRUE(fits) << fits.error().message;
   for (const auto& h : fits->heldOut) EXPECT_LT(largestShapeBytes(h.text), 4.0 * (1ull << 30)) << h.text;
-  auto refused = planConversion(c, folderWith("([64, 128, 256, 512],)"));
+  auto refused = planConversion(c, modelTaskFolder(source("([64, 128, 256, 512],)")));
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("case 2 ([64, 128, 256, 512],) makes a tensor of 4 GiB"), std::string::npos)
       << refused.error().message;
@@ -191,25 +199,13 @@ TEST(AkaConvert, ATensorMadeFromAnUnpackedCaseTooLargeForOneDataFileIsRefusedAtI
   EXPECT_DOUBLE_EQ(largestLoopTensorBytes(mv, "(4096, 262144, 2)"), 0.0);
   EXPECT_DOUBLE_EQ(largestLoopTensorBytes("def f():\n    pass\n", "(4096, 262144)"), 0.0);
 
-  AkaTaskConfig c;
-  c.task_type = "torch2hip";
-  c.target_file = "hip/hip_4_Model.hip";
-  c.correctness = {"python3 check.py --py_modu_file m.py --py_func_file f.py --hip_file hip/hip_4_Model.hip"};
-  auto folderWith = [&](const std::string& source) {
-    TaskFolder folder;
-    for (const auto& [path, text] : {std::pair<std::string, std::string>{"m.py", source},
-                                     {"f.py", source},
-                                     {"hip/hip_4_Model.hip", ""},
-                                     {"check.py", ""}})
-      folder.contents.push_back({path, text, false});
-    return folder;
-  };
-  auto refused = planConversion(c, folderWith(mv));
+  const AkaTaskConfig c = modelTaskConfig();
+  auto refused = planConversion(c, modelTaskFolder(mv));
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("case 1 (4096, 262144) makes a tensor of 4 GiB"), std::string::npos)
       << refused.error().message;
   const std::string fits = module("(1024, 131072), (2048, 262144)", "M, K", "torch.rand(M, K), torch.rand(K, 1)");
-  auto plan = planConversion(c, folderWith(fits));  // 2 GiB: converted
+  auto plan = planConversion(c, modelTaskFolder(fits));  // 2 GiB: converted
   ASSERT_TRUE(plan) << plan.error().message;
   // The rules' scaled-up case of (2048, 262144) would be 8 GiB: not made; the others are.
   const std::vector<HeldOutCase> all = heldOutCases(plan->cases);

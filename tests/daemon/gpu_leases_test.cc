@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <thread>
 
 #include "daemon/gpu_leases.h"
@@ -11,6 +13,13 @@ namespace akad {
 namespace {
 
 using test::fakeGpu;
+
+// A waiter's `cancelled` that turns true once `ms` have passed (acquire re-checks it every 200 ms).
+std::function<bool()> cancelledAfter(int ms) {
+  return [until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms)] {
+    return std::chrono::steady_clock::now() >= until;
+  };
+}
 
 TEST(GpuLeasesWithFakeGpus, EachGpuGoesToOneHolderAtATime) {
   GpuLeases leases({fakeGpu("nvidia0", "nvidia", "NVIDIA H200"), fakeGpu("nvidia1", "nvidia", "NVIDIA H200")});
@@ -51,13 +60,7 @@ TEST(GpuLeasesWithFakeGpus, AWaiterGivesUpWhenCancelled) {
   GpuLeases leases({fakeGpu("nvidia0", "nvidia", "H200")});
   auto held = leases.acquire("holder", GpuRequest{}, nullptr);
   ASSERT_TRUE(held);
-  std::atomic<bool> cancelled{false};
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    cancelled = true;
-  });
-  auto none = leases.acquire("waiter", GpuRequest{}, [&] { return cancelled.load(); });
-  canceller.join();
+  auto none = leases.acquire("waiter", GpuRequest{}, cancelledAfter(200));
   EXPECT_FALSE(none.has_value());
 }
 
@@ -111,13 +114,7 @@ TEST(GpuLeasesWithFakeGpus, AnotherRunNeverJoinsAGpuARunHolds) {
   EXPECT_TRUE(leases.anyFree(shareOf("r-1", 8)));
   EXPECT_FALSE(leases.anyFree(shareOf("r-2", 8)));
   EXPECT_FALSE(leases.anyFree(GpuRequest{}));
-  std::atomic<bool> cancelled{false};
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    cancelled = true;
-  });
-  EXPECT_FALSE(leases.acquire("attempt 1 of r-2", shareOf("r-2", 8), [&] { return cancelled.load(); }));
-  canceller.join();
+  EXPECT_FALSE(leases.acquire("attempt 1 of r-2", shareOf("r-2", 8), cancelledAfter(300)));
   EXPECT_EQ(leases.describe()[0]["lease"], "attempt 1 of r-1");
 
   GpuLeases exclusive({fakeGpu("nvidia0", "nvidia", "H200")});
@@ -146,13 +143,7 @@ TEST(GpuLeasesWithFakeGpus, AStageAloneWaitsForItsRunsNeighboursToLeaveAndNoneJo
   EXPECT_FALSE(got.load());
   // Slots are left, but the run's stages take none while one of it waits to be alone.
   EXPECT_FALSE(leases.anyFree(shareOf("r-1", 8)));
-  std::atomic<bool> cancelled{false};
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    cancelled = true;
-  });
-  EXPECT_FALSE(leases.acquire("attempt 4", shareOf("r-1", 8), [&] { return cancelled.load(); }));
-  canceller.join();
+  EXPECT_FALSE(leases.acquire("attempt 4", shareOf("r-1", 8), cancelledAfter(300)));
   leases.release("nvidia0", "attempt 1");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(got.load()) << "taken while a neighbour still held the GPU";
