@@ -459,6 +459,10 @@ class Driver:
                 torch.cuda.synchronize()
                 shared.close()
             header.close()
+            # The group's input sets and kept outputs go back to the GPU, not to PyTorch's cache:
+            # scorings that share a GPU (gpu_share) run out of memory on each other's caches.
+            source = first = None
+            torch.cuda.empty_cache()
 
     def window(self, header, shared, w, source, layout, samples):
         """One window of calls (docs/scoring.md, "GPU harnesses"); returns its time per call,

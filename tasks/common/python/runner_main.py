@@ -358,6 +358,9 @@ def serve(channel):
             raise RuntimeError(f"unexpected message '{kind}'")
         try:
             serve_group(sock, msg, device)
+            # What the group's calls left in PyTorch's cache goes back to the GPU: on a GPU shared
+            # with other scorings (the run option gpu_share) a process holds only what it uses.
+            torch.cuda.empty_cache()
         except Exception as e:
             # The driver names the failure in its log; the worker's own stderr says it too.
             try:
