@@ -1,10 +1,17 @@
 #include "daemon/aka/build_cache.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 #include "common/sha256.h"
+#include "common/unique_fd.h"
 #include "daemon/pipeline/files.h"
 
 namespace fs = std::filesystem;
@@ -111,6 +118,102 @@ Result<std::string> publishCandidateBuild(const fs::path& root, const std::strin
   }
   evict(root, limits.entries);
   return "kept (" + std::to_string(*size >> 10) + " KiB)";
+}
+
+namespace {
+
+constexpr std::uintmax_t kMaxModuleBytes = 1ull << 30;
+constexpr int kMaxSeededModules = 64;
+
+bool isModuleName(const std::string& name) {
+  return name.size() > 3 && name.size() < 200 && name.ends_with(".so") &&
+         std::all_of(name.begin(), name.end() - 3, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// The folder `name` in `at`, made (owned by uid:gid) when absent; never a link.
+Result<UniqueFd> subdirNoFollow(int at, const char* name, uid_t uid, gid_t gid) {
+  if (::mkdirat(at, name, 0755) == 0) {
+    if (::fchownat(at, name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) return Error{errnoText(std::string("chown ") + name)};
+  } else if (errno != EEXIST) {
+    return Error{errnoText(std::string("mkdir ") + name)};
+  }
+  UniqueFd fd(::openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return Error{errnoText(std::string("open ") + name + " (a link or not a folder?)")};
+  return fd;
+}
+
+// Copies the regular file `from` into a new file `name` of folder `at`.
+Status copyModule(const fs::path& from, int at, const std::string& name, uid_t uid, gid_t gid) {
+  UniqueFd in(::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in.valid()) return Error{errnoText("open " + from.string())};
+  struct stat st {};
+  if (::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uintmax_t>(st.st_size) > kMaxModuleBytes)
+    return Error{from.string() + " is not a module to copy"};
+  UniqueFd out(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755));
+  if (!out.valid()) return Error{errnoText("create " + name)};
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(in.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{errnoText("read " + from.string())};
+    if (n == 0) break;
+    for (ssize_t off = 0; off < n;) {
+      const ssize_t w = ::write(out.get(), buf + off, static_cast<std::size_t>(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return Error{errnoText("write " + name)};
+      off += w;
+    }
+  }
+  if (::fchown(out.get(), uid, gid) != 0) return Error{errnoText("chown " + name)};
+  return {};
+}
+
+}  // namespace
+
+Result<int> seedBuiltExtensions(const fs::path& trustedJit, const fs::path& jit, uid_t uid, gid_t gid) {
+  const fs::path trustedBuilt = trustedJit / "torch_extensions" / "akad-built";
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(trustedBuilt, ec))) return 0;
+  UniqueFd root(::open(jit.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root.valid()) return Error{errnoText("open " + jit.string())};
+  auto ext = subdirNoFollow(root.get(), "torch_extensions", uid, gid);
+  if (!ext) return ext.error();
+  auto built = subdirNoFollow(ext->get(), "akad-built", uid, gid);
+  if (!built) return built.error();
+  int copied = 0;
+  for (const auto& entry : fs::directory_iterator(trustedBuilt, ec)) {
+    const std::string key = entry.path().filename().string();
+    if (!isEntryName(key) || !fs::is_directory(entry.symlink_status(ec))) continue;
+    struct stat st {};
+    if (::fstatat(built->get(), key.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) continue;  // has one
+    if (copied >= kMaxSeededModules) break;
+    // Made under a temporary name and renamed: the candidate never sees half a module.
+    const std::string tmp = key + ".seed-" + randomHex(4);
+    if (::mkdirat(built->get(), tmp.c_str(), 0755) != 0) return Error{errnoText("mkdir " + tmp)};
+    UniqueFd dir(::openat(built->get(), tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    Status made = dir.valid() ? Status{} : Status{Error{errnoText("open " + tmp)}};
+    int modules = 0;
+    for (const auto& f : fs::directory_iterator(entry.path(), ec)) {
+      if (!made) break;
+      const std::string name = f.path().filename().string();
+      if (!isModuleName(name) || !fs::is_regular_file(f.symlink_status(ec))) continue;
+      made = copyModule(f.path(), dir.get(), name, uid, gid);
+      ++modules;
+    }
+    if (made && ::fchown(dir.get(), uid, gid) != 0) made = Error{errnoText("chown " + tmp)};
+    if (made && modules > 0 && ::renameat(built->get(), tmp.c_str(), built->get(), key.c_str()) == 0) {
+      ++copied;
+      continue;
+    }
+    // Not copied: what was made of it goes (a module that failed, or an entry with none).
+    if (dir.valid())
+      for (const auto& f : fs::directory_iterator(entry.path(), ec)) ::unlinkat(dir.get(), f.path().filename().c_str(), 0);
+    ::unlinkat(built->get(), tmp.c_str(), AT_REMOVEDIR);
+    if (!made) return made.error();
+  }
+  return copied;
 }
 
 }  // namespace akad::aka

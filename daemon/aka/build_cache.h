@@ -6,6 +6,8 @@
 // re-score, a reproduction), which then does not build it again. An entry is only ever used
 // for the bytes that made it, by the submitter whose code made it.
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -36,5 +38,16 @@ Result<bool> restoreCandidateBuild(const std::filesystem::path& root, const std:
 // count limit. Returns what it did, for the result.
 Result<std::string> publishCandidateBuild(const std::filesystem::path& root, const std::string& key,
                                           const std::filesystem::path& jit, const BuildCacheLimits& limits = {});
+
+// The trusted baseline's built extensions (the compat layer's
+// torch_extensions/akad-built/<key>/<name>.so under `trustedJit`) that the candidate's cache
+// folder `jit` lacks, copied in and given to uid:gid. The compat layer finds a module by a key
+// of its sources' bytes, flags and toolchain, so the candidate loads one only where its sources
+// are byte for byte the pristine ones: what building them itself would give. Nothing else of
+// the trusted folder is copied (its Triton cache and bytecode may hold held-out shapes). The
+// candidate's folder is walked without following links (its code may have planted them);
+// none of its processes may be running. Returns how many modules were copied.
+Result<int> seedBuiltExtensions(const std::filesystem::path& trustedJit, const std::filesystem::path& jit, uid_t uid,
+                                gid_t gid);
 
 }  // namespace akad::aka

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/sha256.h"
+#include "daemon/aka/build_cache.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
 
@@ -113,6 +114,14 @@ Result<CommandRun> WrapRunner::run(const Side& side, const std::string& command,
   r.env["PATH"] = path;
   const fs::path recordDir = work_ / "compat" / logName;
   if (auto st = addCompatLayer(r, compat_, recordDir, side.uid, side.gid); !st) return st.error();
+  if (!side.seed_from.empty()) {
+    // A module that cannot be copied is built again by the command: a note, not a failure.
+    auto seeded = seedBuiltExtensions(side.seed_from, side.jit, side.uid, side.gid);
+    if (!seeded)
+      noteCompatRecord({{{"feature", "build-cache"}, {"action", "not seeded: " + seeded.error().message}}});
+    else if (*seeded > 0)
+      noteCompatRecord({{{"feature", "build-cache"}, {"action", "seeded from the trusted baseline"}, {"modules", *seeded}}});
+  }
   r.stdout_file = work_ / "logs" / (logName + ".out");
   r.stderr_file = work_ / "logs" / (logName + ".err");
   r.command = {"/bin/sh", "-c", command};

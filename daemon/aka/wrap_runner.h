@@ -32,6 +32,9 @@ struct Side {
   // a folder of its own, named after the injections: two trials written within one second
   // would otherwise read each other's bytecode.
   std::string pycache = "pycache";
+  // The trusted baseline's cache folder whose built extensions are copied into this side's
+  // before each of its commands (seedBuiltExtensions, build_cache.h); empty: none.
+  std::filesystem::path seed_from;
   uid_t uid = 0;
   gid_t gid = 0;
 };

@@ -130,8 +130,18 @@ class WrapScoring {
     PhaseOutcome ph;
     auto cand = makeSide(prefix + "candidate", true, candDir, work_ / "jit-candidate", env_, injected);
     if (!cand) return cand.error();
+    if (seedsCandidate()) cand->seed_from = baselineJit_;
     auto base = makeSide(prefix + "baseline", false, baseDir, baselineJit_, env_, injected);
     if (!base) return base.error();
+    // The baseline's own build (a hip task's extension) comes first when it will be timed: the
+    // candidate's commands then find the modules it built from the same bytes (seed_from).
+    if (prefix.empty() && pristineKernel_ && env_.measure_performance) {
+      notify("baseline compile");
+      auto bc = commandGate(w, *base, spec_.compile, task_.limits.compile_s, "baseline-compile", false);
+      if (!bc) return bc.error();
+      if (!(*bc)["pass"].get<bool>())
+        return Error{"the pristine baseline of " + task_.id + " does not build: " + (*bc)["reason"].get<std::string>()};
+    }
     notify(prefix + "compile");
     auto compiled = commandGate(w, *cand, spec_.compile, task_.limits.compile_s, prefix + "compile", false);
     if (!compiled) return compiled.error();
@@ -150,14 +160,9 @@ class WrapScoring {
     }
     if (!ph.correct || !env_.measure_performance) return ph;
     notify(prefix + "performance");
-    if (!pristineKernel_) {
-      // Nothing of the pristine workspace to build: the PyTorch original is timed in each run.
-    } else if (prefix.empty()) {
-      // The baseline's own build (a hip task's extension) before its first timed run.
-      auto bc = commandGate(w, *base, spec_.compile, task_.limits.compile_s, "baseline-compile", false);
-      if (!bc) return bc.error();
-      if (!(*bc)["pass"].get<bool>())
-        return Error{"the pristine baseline of " + task_.id + " does not build: " + (*bc)["reason"].get<std::string>()};
+    if (!pristineKernel_ || prefix.empty()) {
+      // Nothing of the pristine workspace to build (the PyTorch original is timed in each run),
+      // or it was built before the candidate's compile.
     } else if (!gates_[prefix + "baseline"]["pass"].get<bool>()) {
       gates_[prefix + "performance"] = wrapGate(false, "the pristine baseline fails these held-out shapes");
       ph.correct = false;
@@ -210,6 +215,15 @@ class WrapScoring {
       times[stages_[i].first] =
           std::round(std::chrono::duration<double>(stages_[i + 1].second - stages_[i].second).count() * 1000) / 1000;
     return times;
+  }
+
+  // Whether the candidate's cache folder gets the baseline's built extensions: only where no
+  // held-out injection touches anything but Python files, so no module the baseline built for
+  // held-out shapes holds them.
+  bool seedsCandidate() const {
+    auto python = [](const std::string& f) { return fs::path(f).extension() == ".py"; };
+    if (!spec_.generated.file.empty() && !python(spec_.generated.file)) return false;
+    return std::all_of(spec_.held_out.begin(), spec_.held_out.end(), [&](const Injection& i) { return python(i.file); });
   }
 
   const json& gates() const { return gates_; }

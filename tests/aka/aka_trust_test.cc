@@ -4,10 +4,14 @@
 // together only the target kernel definitions are taken.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "daemon/aka/build_cache.h"
 #include "daemon/aka/import.h"
 #include "daemon/aka/trust.h"
 #include "daemon/pipeline/files.h"
@@ -160,4 +164,85 @@ TEST(AkaTrust, ACandidateThatDropsTheKernelKeepsThePristineOne) {
   ASSERT_TRUE(same);
   EXPECT_FALSE(same->outsideChanged);
   EXPECT_EQ(same->text, pristine);
+}
+
+// The trusted baseline's built extensions reach the candidate's cache folder
+// (seedBuiltExtensions, docs/aka.md "Build cache"): only the modules, only where it has none of
+// that key, as the candidate's own files.
+namespace {
+
+const std::string kKeyA(64, 'a'), kKeyB(64, 'b'), kKeyC(64, 'c');
+
+struct SeedFolders {
+  test::TempDir tmp;
+  fs::path trusted = tmp / "aka-jit-baseline", cand = tmp / "jit-candidate";
+  fs::path built(const fs::path& jit) const { return jit / "torch_extensions" / "akad-built"; }
+  SeedFolders() {
+    writeText(built(trusted) / kKeyA / "GELU.so", "module A");
+    writeText(built(trusted) / kKeyB / "GELU_ref.so", "module B, the baseline's");
+    writeText(built(trusted) / kKeyC / "notes.txt", "no module here");
+    writeText(built(trusted) / "not-a-key" / "x.so", "not an entry");
+    writeText(trusted / "triton" / "held-out-kernel.json", "may name held-out shapes");
+    writeText(trusted / "torch_extensions" / "GELU" / "build.ninja", "a build folder, not a kept module");
+    fs::create_directories(cand / "home");
+  }
+};
+
+}  // namespace
+
+TEST(AkaBuildSeed, TheCandidateGetsOnlyTheModulesItLacksAsItsOwnFiles) {
+  if (geteuid() != 0) GTEST_SKIP() << "gives the copies to another uid: needs root";
+  SeedFolders f;
+  writeText(f.built(f.cand) / kKeyB / "GELU_ref.so", "the candidate's own build");
+  auto n = seedBuiltExtensions(f.trusted, f.cand, 4242, 4343);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(*n, 1);
+  const fs::path a = f.built(f.cand) / kKeyA / "GELU.so";
+  EXPECT_EQ(readText(a), "module A");
+  struct stat st {};
+  ASSERT_EQ(::stat(a.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4242u);
+  EXPECT_EQ(st.st_gid, 4343u);
+  ASSERT_EQ(::stat(a.parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4242u);
+  // What it had stays its own; an entry without a module and a name that is no key are not copied.
+  EXPECT_EQ(readText(f.built(f.cand) / kKeyB / "GELU_ref.so"), "the candidate's own build");
+  EXPECT_FALSE(fs::exists(f.built(f.cand) / kKeyC));
+  EXPECT_FALSE(fs::exists(f.built(f.cand) / "not-a-key"));
+  // Nothing else of the trusted folder.
+  EXPECT_FALSE(fs::exists(f.cand / "triton"));
+  EXPECT_FALSE(fs::exists(f.cand / "torch_extensions" / "GELU"));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(f.built(f.cand))) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{kKeyA, kKeyB})) << "no temporary folder is left";
+  // A second seeding finds nothing more to copy.
+  auto again = seedBuiltExtensions(f.trusted, f.cand, 4242, 4343);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, 0);
+}
+
+// Candidate code left links in its cache folder for akad (root) to write through: into the
+// trusted folder, or anywhere else. None is followed.
+TEST(AkaBuildSeed, LinksTheCandidatePlantedInItsCacheFolderAreNotWrittenThrough) {
+  for (const std::string& planted :
+       std::vector<std::string>{"torch_extensions", "torch_extensions/akad-built", "torch_extensions/akad-built/" + kKeyA}) {
+    SCOPED_TRACE(planted);
+    SeedFolders f;
+    const fs::path elsewhere = f.tmp / "elsewhere";
+    fs::create_directories(elsewhere);
+    fs::create_directories((f.cand / planted).parent_path());
+    fs::create_directory_symlink(elsewhere, f.cand / planted);
+    auto n = seedBuiltExtensions(f.trusted, f.cand, 4242, 4343);
+    if (planted.ends_with(kKeyA)) {
+      // The entry's name is taken (by the link): that one is left alone, the other copied.
+      ASSERT_TRUE(n) << n.error().message;
+      EXPECT_EQ(*n, 1);
+      EXPECT_TRUE(fs::exists(f.built(f.cand) / kKeyB / "GELU_ref.so"));
+    } else {
+      EXPECT_FALSE(n) << "seeded through a link";
+    }
+    EXPECT_TRUE(fs::is_empty(elsewhere)) << "written through the candidate's link";
+    EXPECT_TRUE(fs::is_symlink(f.cand / planted));
+  }
 }
