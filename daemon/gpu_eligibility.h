@@ -30,8 +30,8 @@ struct GpuRequest {
   std::string share_group = {};
   int share_slots = 1;
   // A stage of a sharing run that must hold its GPU with no neighbour: the re-score of an
-  // attempt whose shared GPU ran out of memory (docs/architecture.md, "GPUs"). While it waits,
-  // no other stage of its share group takes a GPU, so the group's leases drain to it.
+  // attempt whose shared GPU ran out of memory (docs/architecture.md, "GPUs"). It takes a free
+  // GPU only; the rest of its run goes on sharing meanwhile (GpuLeases::acquire).
   bool alone = false;
   // For errors: "a GPU by nvidia of model 'h200'", "a GPU".
   std::string describe() const;

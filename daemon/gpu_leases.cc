@@ -17,8 +17,6 @@ const gpu::GpuDevice* GpuLeases::takeable(const GpuRequest& request) const {
     auto it = holders_.find(g.id);
     return it == holders_.end() || it->second.empty() ? nullptr : &it->second;
   };
-  // A stage of the group waiting to hold a GPU alone goes first: the group's leases drain to it.
-  if (!request.alone && !request.share_group.empty() && aloneWaiting_.count(request.share_group)) return nullptr;
   for (const auto& g : gpus_)
     if (gpuServes(g, request) && held(g) == nullptr) return &g;
   if (request.alone || request.share_group.empty() || request.share_slots < 2) return nullptr;
@@ -41,24 +39,12 @@ bool GpuLeases::anyFree(const GpuRequest& request) const {
 std::optional<gpu::GpuDevice> GpuLeases::acquire(const std::string& holder, const GpuRequest& request,
                                                  const std::function<bool()>& cancelled) {
   std::unique_lock lock(mutex_);
-  const bool drains = request.alone && !request.share_group.empty();
-  if (drains) ++aloneWaiting_[request.share_group];
-  // Its group may take GPUs again once it holds one, or gave up.
-  auto stopWaiting = [&] {
-    if (!drains) return;
-    if (--aloneWaiting_[request.share_group] == 0) aloneWaiting_.erase(request.share_group);
-    freed_.notify_all();
-  };
   for (;;) {
     if (const gpu::GpuDevice* g = takeable(request)) {
       holders_[g->id].push_back({holder, request.share_group, request.alone ? 1 : std::max(request.share_slots, 1)});
-      stopWaiting();
       return *g;
     }
-    if (cancelled && cancelled()) {
-      stopWaiting();
-      return std::nullopt;
-    }
+    if (cancelled && cancelled()) return std::nullopt;
     // Re-check cancellation now and then: a cancel does not always come with a release.
     freed_.wait_for(lock, std::chrono::milliseconds(200));
   }

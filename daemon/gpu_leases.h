@@ -29,8 +29,9 @@ class GpuLeases {
   bool exists(const GpuRequest& request) const;
   bool anyFree(const GpuRequest& request) const;
   // Waits until such a GPU can be taken; gives up (nullopt) when `cancelled` turns true. A free
-  // GPU is preferred to joining a shared one. A request `alone` takes only a free GPU, and while
-  // it waits the other stages of its share group take none.
+  // GPU is preferred to joining a shared one. A request `alone` takes only a free GPU, and none
+  // joins it; its share group goes on meanwhile, so it waits for a moment the group leaves the
+  // GPU empty, at the latest for the group's last stage to end.
   std::optional<gpu::GpuDevice> acquire(const std::string& holder, const GpuRequest& request,
                                         const std::function<bool()>& cancelled);
   // Gives back `holder`'s lease of the GPU.
@@ -52,7 +53,6 @@ class GpuLeases {
   std::condition_variable freed_;
   std::vector<gpu::GpuDevice> gpus_;
   std::map<std::string, std::vector<Holding>> holders_;  // gpu id -> its holders (none: free)
-  std::map<std::string, int> aloneWaiting_;  // share group -> its stages waiting to hold a GPU alone
 };
 
 // Holds a lease for one stage and gives it back when the stage ends, however it ends.
