@@ -231,7 +231,7 @@ json timeRound(const GateRunner& g, const fs::path& trustedDir, const fs::path& 
                          out, task.limits.performance_s, tag);
     if (!r) return gate(false, r.error().message);
     if (std::string why = drivenFailure(g, *r, who, tag); !why.empty())
-      return gate(false, side == 0 ? "baseline failed (task problem): " + why : why);
+      return side == 0 ? baselineFailed(why) : gate(false, why);
     roundInfo[who + "_wall_s"] = r->worker.wall_s;
     if (auto s = readDriverReport(out / "report.json", p, task.timing.samples, times[side]); !s)
       return gate(false, "the driver's report: " + s.error().message);

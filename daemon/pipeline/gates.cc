@@ -37,6 +37,12 @@ json gate(bool pass, const std::string& reason) {
   return g;
 }
 
+json baselineFailed(const std::string& why) {
+  json g = gate(false, "baseline failed (task problem): " + why);
+  g["baseline_failed"] = true;
+  return g;
+}
+
 namespace {
 
 // Reads `<group>.times.json` written by a runner: untrusted, so every number is checked.
@@ -128,9 +134,8 @@ std::optional<json> timeRunnerProcess(const GateRunner& g, const fs::path& dir, 
   auto r = g.runRunner(who, dir, "perf", plan, p.name, out, task.limits.performance_s, tag);
   if (!r) return gate(false, r.error().message);
   if (!r->succeeded()) {
-    std::string msg = "the " + who + " runner " + r->describe() + ": " + g.logTail(tag);
-    if (side == 0) msg = "baseline failed (task problem): " + msg;
-    return gate(false, msg);
+    if (side == 0) return baselineFailed("the " + who + " runner " + r->describe() + ": " + g.logTail(tag));
+    return gate(false, "the " + who + " runner " + r->describe() + ": " + g.logTail(tag));
   }
   timing.wall_s = r->wall_s;
   if (json st = readGpuState(out, perf.throttled); !st.is_null())

@@ -19,6 +19,10 @@ namespace akad {
 
 // A gate's verdict: {"pass": ..., "reason": ...}.
 nlohmann::json gate(bool pass, const std::string& reason);
+// A performance gate failed by the trusted baseline's run, not the candidate's: "baseline
+// failed (task problem): why", marked `baseline_failed`. A held-out phase so failed leaves the
+// candidate's held-out correctness standing, without a held-out speedup (score.cc).
+nlohmann::json baselineFailed(const std::string& why);
 // The first failed case of akacheck's verdict, "name: reason".
 std::string firstFailure(const nlohmann::json& verdict);
 // Folds akacheck's verdict on a correctness run into the gate's result: its cases, and a failed

@@ -47,15 +47,18 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
       for (std::size_t i = 0; i < ps.size(); ++i) fast[i] += s > ps[i];
       if (flag(r, "held_out_correct")) {
         ++heldBoth;
-        heldSpeedups.push_back(number(r, "held_out_speedup"));
-        visibleOfHeld.push_back(s);
+        // Correct on held-out configurations the baseline could not be timed on: no speedup.
+        if (r.contains("held_out_speedup") && r["held_out_speedup"].is_number()) {
+          heldSpeedups.push_back(number(r, "held_out_speedup"));
+          visibleOfHeld.push_back(s);
+        }
       }
     }
     json row = {{"attempt", a.attempt_id}, {"task", a.task_id}, {"state", a.state},
                 {"compiled", c}, {"correct", ok},
                 {"speedup", ok ? json(s) : json(nullptr)},
                 {"held_out_correct", flag(r, "held_out_correct")},
-                {"held_out_speedup", flag(r, "held_out_correct") ? json(number(r, "held_out_speedup")) : json(nullptr)},
+                {"held_out_speedup", flag(r, "held_out_correct") ? r.value("held_out_speedup", json(nullptr)) : json(nullptr)},
                 {"score", number(r, "score")}};
     // A wrapped AgentKernelArena task's result carries AKA's own figures beside akad's (docs/aka.md).
     if (r.is_object() && r.contains("mode")) row["mode"] = r["mode"];
@@ -87,7 +90,7 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
       {"fast_p", fastP},
       {"held_out_correctness_retention", correct > 0 ? json(static_cast<double>(heldBoth) / correct) : json(nullptr)},
       {"held_out_speedup_retention",
-       heldBoth > 0 ? json(geometricMean(heldSpeedups) / geometricMean(visibleOfHeld)) : json(nullptr)},
+       heldSpeedups.empty() ? json(nullptr) : json(geometricMean(heldSpeedups) / geometricMean(visibleOfHeld))},
       {"mean_arena_score", n > 0 ? scoreSum / n : 0.0},
       {"timed_on_shared_gpu", shared},
       {"per_attempt", perTask}};

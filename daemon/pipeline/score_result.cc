@@ -70,7 +70,7 @@ void assembleResult(json& result, const json& gates, const GateOutcome& o, bool 
   result["correct"] = o.correct;
   result["speedup"] = o.correct ? json(o.speedup) : json(nullptr);
   result["held_out_correct"] = o.heldOutCorrect;
-  result["held_out_speedup"] = o.heldOutCorrect ? json(o.heldOutSpeedup) : json(nullptr);
+  result["held_out_speedup"] = o.heldOutCorrect && !std::isnan(o.heldOutSpeedup) ? json(o.heldOutSpeedup) : json(nullptr);
   result["score"] = arenaScore(o.compiled, o.correct, o.speedup);
   if (!measuredPerformance) {
     result["performance_measured"] = false;
