@@ -36,6 +36,9 @@
 // one at a time. Per arrangement it prints the median, min, max and CV over the groups (the
 // first discarded) of each group's median driver and event time per call.
 //
+// With EXCHANGE_PIN=D,W the driver runs on CPU D and every worker on CPU W (spread-procs only):
+// whether the two processes' placement (two spinners on one core) moves the figure.
+//
 //   exchange_bench [ITERS] [full|pool|tlb|spread|spread-procs]
 //   (nvcc -O2 -o exchange_bench exchange_bench.cu -lcuda; spread: ITERS windows per mode, 60 if
 //   ITERS is not above 0; spread-procs: ITERS groups per arrangement, 8 if not above 0)
@@ -49,6 +52,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sched.h>
 #include <string>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -413,11 +418,42 @@ struct Worker {
   SpreadPool shared;
 };
 
+// EXCHANGE_PIN=D,W (spread-procs): the driver on CPU D, every worker on CPU W; unset, wherever
+// the kernel puts them. Both processes spin on the page, so two that share a core slow each
+// other: this asks how much of the spread between worker processes is their placement.
+struct Pin {
+  int driver = -1, worker = -1;
+};
+
+Pin pinFromEnv() {
+  Pin p;
+  const char* v = std::getenv("EXCHANGE_PIN");
+  if (v != nullptr && std::sscanf(v, "%d,%d", &p.driver, &p.worker) != 2) {
+    std::fprintf(stderr, "EXCHANGE_PIN=%s: want DRIVER_CPU,WORKER_CPU\n", v);
+    std::exit(2);
+  }
+  return p;
+}
+
+void pinTo(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity"), std::exit(1);
+}
+
+std::string siblingsOf(int cpu) {
+  std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+  std::string line;
+  return std::getline(f, line) ? line : "?";
+}
+
 // Forks n workers for spread-procs. Called before this process touches CUDA (a child forked after
 // may not use CUDA): each sleeps in a read of its socket, with no CUDA context, until woken by
 // one byte, then is the ordinary worker on its own page; the end of the socket (the driver gone)
 // ends it unwoken.
-std::vector<Worker> forkWorkers(int n) {
+std::vector<Worker> forkWorkers(int n, int workerCpu) {
   void* mem = mmap(nullptr, size_t(n) * 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) std::perror("mmap"), std::exit(1);
   std::vector<Worker> ws(static_cast<size_t>(n));
@@ -430,6 +466,7 @@ std::vector<Worker> forkWorkers(int n) {
     if (pid == 0) {
       for (int j = 0; j < i; ++j) close(ws[size_t(j)].sock);  // so each sees the driver go
       close(sv[0]);
+      pinTo(workerCpu);
       char wake;
       if (read(sv[1], &wake, 1) == 1) worker(page, sv[1]);
       _exit(0);
@@ -842,7 +879,14 @@ void procsReport(uint64_t bytes, const char* arrangement, const std::vector<doub
 int spreadProcs(int G) {
   const uint64_t sizes[2] = {uint64_t(4) << 20, kMaxBytes};
   const int perSize = 1 + (G + 1);
-  std::vector<Worker> ws = forkWorkers(2 * perSize);
+  const Pin pin = pinFromEnv();
+  pinTo(pin.driver);  // the workers, forked below, move to their own
+  std::vector<Worker> ws = forkWorkers(2 * perSize, pin.worker);
+  if (pin.driver >= 0)
+    std::printf("# pinned: driver on cpu %d (its core's cpus %s), workers on cpu %d (its core's cpus %s)\n", pin.driver,
+                siblingsOf(pin.driver).c_str(), pin.worker, siblingsOf(pin.worker).c_str());
+  else
+    std::printf("# not pinned (EXCHANGE_PIN=D,W pins them); cpu 0's core: cpus %s\n", siblingsOf(0).c_str());
   Driver d{};
   d.init();
   CK(cudaMalloc(&d.flushBuf, uint64_t(256) << 20));
