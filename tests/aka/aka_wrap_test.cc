@@ -83,6 +83,32 @@ class AkaWrapScoring : public ::testing::Test {
     env.sandbox_uid = env.sandbox_gid = kSandboxUid;
     return env;
   }
+  // cpu/prefix_sum, a native task, in the test's own tasks root with `kernel` as its pristine
+  // kernel and `editYaml` applied to its task.yaml; returns its folder.
+  fs::path prefixSumWith(const std::string& kernel, const std::function<void(std::string&)>& editYaml = {}) {
+    const fs::path root = tmp_ / "native-tasks";
+    for (const char* layer : {"common/cpp", "common/checker", "cpu/prefix_sum"})
+      EXPECT_TRUE(copyTree(fs::path(AKAD_SOURCE_TASKS) / layer, root / layer).ok()) << layer;
+    const fs::path dir = root / "cpu/prefix_sum";
+    std::ofstream(dir / "workspace/kernel.cpp") << kernel;
+    if (editYaml) {
+      std::string yaml = akafixture::readText(dir / "task.yaml");
+      editYaml(yaml);
+      akafixture::writeText(dir / "task.yaml", yaml);
+    }
+    return dir;
+  }
+  // What scores such a task: its tasks root, trusted cache, checker and image.
+  ScoringEnvironment nativeEnvironment(const Task& task) const {
+    ScoringEnvironment env = environment();
+    env.tasks_root = tmp_ / "native-tasks";
+    env.trusted_cache = tmp_ / "native-trusted";
+    env.akacheck = AKACHECK_BIN;
+    auto image = loadImageProfile(AKAD_SOURCE_IMAGES, task.image);
+    EXPECT_TRUE(image) << (image ? "" : image.error().message);
+    if (image) env.image = *image;
+    return env;
+  }
   // The agent's workspace: the pristine one, then `edit` applied.
   fs::path candidate(const std::string& name, const std::function<void(const fs::path&)>& edit) {
     const fs::path dir = tmp_ / name;
@@ -214,32 +240,22 @@ TEST_F(AkaWrapScoring, AHeldOutChoiceMadeOnASharedGpuIsNotKeptForLaterScorings) 
 // configurations within that reach only. The choice is kept per task version, and not when it
 // was made on a GPU shared with other scorings.
 TEST_F(AkaWrapScoring, TheHeldOutChoiceKeepsWhatThePristineBaselinePasses_CppTaskInPlaceOfAConvertedOne) {
-  const fs::path root = tmp_ / "native-tasks";
-  for (const char* layer : {"common/cpp", "common/checker", "cpu/prefix_sum"})
-    ASSERT_TRUE(copyTree(fs::path(AKAD_SOURCE_TASKS) / layer, root / layer).ok()) << layer;
-  const fs::path dir = root / "cpu/prefix_sum";
-  std::ofstream(dir / "workspace/kernel.cpp")
-      << "#include <cstddef>\n\nextern \"C\" void row_scan(const float* x, float* out, size_t rows, size_t cols) {\n"
-         "  for (size_t r = 0; r < rows; ++r) {\n    double sum = 0;\n"
-         "    for (size_t c = 0; c < cols; ++c) {\n      if (c < 2000) sum += x[r * cols + c];\n"
-         "      out[r * cols + c] = static_cast<float>(sum);\n    }\n  }\n}\n";
-  std::string yaml = readText(dir / "task.yaml");
-  const auto from = yaml.find("  held_out:\n"), to = yaml.find("tolerances:");
-  ASSERT_NE(from, std::string::npos);
-  yaml.replace(from, to - from,
-               "  held_out:\n    - {name: held-out-0-prime, rows: 3, cols: 1999, rule: prime}\n"
-               "    - {name: held-out-1-scaled-up, rows: 2, cols: 4001, rule: scaled-up}\n"
-               "    - {name: held-out-2-aspect, rows: 5000, cols: 7, rule: aspect}\n");
-  akafixture::writeText(dir / "task.yaml", yaml);
+  const fs::path dir = prefixSumWith(
+      "#include <cstddef>\n\nextern \"C\" void row_scan(const float* x, float* out, size_t rows, size_t cols) {\n"
+      "  for (size_t r = 0; r < rows; ++r) {\n    double sum = 0;\n"
+      "    for (size_t c = 0; c < cols; ++c) {\n      if (c < 2000) sum += x[r * cols + c];\n"
+      "      out[r * cols + c] = static_cast<float>(sum);\n    }\n  }\n}\n",
+      [](std::string& yaml) {
+        const auto from = yaml.find("  held_out:\n"), to = yaml.find("tolerances:");
+        ASSERT_NE(from, std::string::npos);
+        yaml.replace(from, to - from,
+                     "  held_out:\n    - {name: held-out-0-prime, rows: 3, cols: 1999, rule: prime}\n"
+                     "    - {name: held-out-1-scaled-up, rows: 2, cols: 4001, rule: scaled-up}\n"
+                     "    - {name: held-out-2-aspect, rows: 5000, cols: 7, rule: aspect}\n");
+      });
   auto task = loadTask(dir);
   ASSERT_TRUE(task) << task.error().message;
-  ScoringEnvironment env = environment();
-  env.tasks_root = root;
-  env.trusted_cache = tmp_ / "native-trusted";
-  env.akacheck = AKACHECK_BIN;
-  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, task->image);
-  ASSERT_TRUE(image) << image.error().message;
-  env.image = *image;
+  const ScoringEnvironment env = nativeEnvironment(*task);
   auto built = ensureTrustedBuild(*task, env);
   ASSERT_TRUE(built) << built.error().message;
 
@@ -281,25 +297,15 @@ TEST_F(AkaWrapScoring, TheHeldOutChoiceKeepsWhatThePristineBaselinePasses_CppTas
 // leaves it out of the held-out speedup. Here the baseline aborts after ten calls of the
 // 5000x7 configuration: a check calls it fewer times, a timed run more.
 TEST_F(AkaWrapScoring, AHeldOutConfigurationTheBaselineCannotBeTimedOnIsNotTheCandidatesFault) {
-  const fs::path root = tmp_ / "native-tasks";
-  for (const char* layer : {"common/cpp", "common/checker", "cpu/prefix_sum"})
-    ASSERT_TRUE(copyTree(fs::path(AKAD_SOURCE_TASKS) / layer, root / layer).ok()) << layer;
-  const fs::path dir = root / "cpu/prefix_sum";
-  std::ofstream(dir / "workspace/kernel.cpp")
-      << "#include <cstddef>\n#include <cstdlib>\n\nextern \"C\" void row_scan(const float* x, float* out, size_t rows, size_t cols) {\n"
-         "  static int calls = 0;\n  if (cols == 7 && ++calls > 10) std::abort();\n"
-         "  for (size_t r = 0; r < rows; ++r) {\n    double sum = 0;\n"
-         "    for (size_t c = 0; c < cols; ++c) {\n      sum += x[r * cols + c];\n"
-         "      out[r * cols + c] = static_cast<float>(sum);\n    }\n  }\n}\n";
+  const fs::path dir = prefixSumWith(
+      "#include <cstddef>\n#include <cstdlib>\n\nextern \"C\" void row_scan(const float* x, float* out, size_t rows, size_t cols) {\n"
+      "  static int calls = 0;\n  if (cols == 7 && ++calls > 10) std::abort();\n"
+      "  for (size_t r = 0; r < rows; ++r) {\n    double sum = 0;\n"
+      "    for (size_t c = 0; c < cols; ++c) {\n      sum += x[r * cols + c];\n"
+      "      out[r * cols + c] = static_cast<float>(sum);\n    }\n  }\n}\n");
   auto task = loadTask(dir);
   ASSERT_TRUE(task) << task.error().message;
-  ScoringEnvironment env = environment();
-  env.tasks_root = root;
-  env.trusted_cache = tmp_ / "native-trusted";
-  env.akacheck = AKACHECK_BIN;
-  auto image = loadImageProfile(AKAD_SOURCE_IMAGES, task->image);
-  ASSERT_TRUE(image) << image.error().message;
-  env.image = *image;
+  const ScoringEnvironment env = nativeEnvironment(*task);
   // The candidate: the shipped pristine kernel, which is correct everywhere.
   const fs::path tree = tmp_ / "honest";
   ASSERT_TRUE(copyTree(fs::path(AKAD_SOURCE_TASKS) / "cpu/prefix_sum/workspace", tree).ok());
