@@ -2,13 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <iterator>
 
+#include "common/fd_copy.h"
 #include "sandbox/helper_thread.h"
 
 namespace akad::box {
@@ -70,13 +70,7 @@ Status copyEtcEntry(int src, int dst, const char* name, const std::string& shown
   if (!in.valid()) return errnoError("open('" + shown + "')");
   UniqueFd out(::openat(dst, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!out.valid()) return errnoError("create('" + shown + "') in the sandbox root");
-  off_t left = st.st_size;
-  while (left > 0) {
-    ssize_t n = ::sendfile(out.get(), in.get(), nullptr, static_cast<size_t>(left));
-    if (n <= 0) break;
-    left -= n;
-  }
-  if (left > 0) return errnoError("copying '" + shown + "' into the sandbox root");
+  if (!copyFdBytes(out.get(), in.get(), st.st_size)) return errnoError("copying '" + shown + "' into the sandbox root");
   return {};
 }
 

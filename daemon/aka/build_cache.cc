@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <set>
 
+#include "common/fd_copy.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "daemon/pipeline/files.h"
@@ -130,44 +130,57 @@ bool isModuleName(const std::string& name) {
          std::all_of(name.begin(), name.end() - 3, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
-std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
-
 // The folder `name` in `at`, made (owned by uid:gid) when absent; never a link.
 Result<UniqueFd> subdirNoFollow(int at, const char* name, uid_t uid, gid_t gid) {
   if (::mkdirat(at, name, 0755) == 0) {
-    if (::fchownat(at, name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) return Error{errnoText(std::string("chown ") + name)};
+    if (::fchownat(at, name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) return errnoError(std::string("chown ") + name);
   } else if (errno != EEXIST) {
-    return Error{errnoText(std::string("mkdir ") + name)};
+    return errnoError(std::string("mkdir ") + name);
   }
   UniqueFd fd(::openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return Error{errnoText(std::string("open ") + name + " (a link or not a folder?)")};
+  if (!fd.valid()) return errnoError(std::string("open ") + name + " (a link or not a folder?)");
   return fd;
 }
 
-// Copies the regular file `from` into a new file `name` of folder `at`.
+// Copies the regular file `from` into a new file `name` of folder `at`, owned by uid:gid.
 Status copyModule(const fs::path& from, int at, const std::string& name, uid_t uid, gid_t gid) {
   UniqueFd in(::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!in.valid()) return Error{errnoText("open " + from.string())};
+  if (!in.valid()) return errnoError("open " + from.string());
   struct stat st {};
   if (::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uintmax_t>(st.st_size) > kMaxModuleBytes)
     return Error{from.string() + " is not a module to copy"};
   UniqueFd out(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755));
-  if (!out.valid()) return Error{errnoText("create " + name)};
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(in.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{errnoText("read " + from.string())};
-    if (n == 0) break;
-    for (ssize_t off = 0; off < n;) {
-      const ssize_t w = ::write(out.get(), buf + off, static_cast<std::size_t>(n - off));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return Error{errnoText("write " + name)};
-      off += w;
-    }
-  }
-  if (::fchown(out.get(), uid, gid) != 0) return Error{errnoText("chown " + name)};
+  if (!out.valid()) return errnoError("create " + name);
+  if (!copyFdBytes(out.get(), in.get(), st.st_size)) return errnoError("copy " + from.string());
+  if (::fchown(out.get(), uid, gid) != 0) return errnoError("chown " + name);
   return {};
+}
+
+// The modules of the trusted entry `entry` into folder `tmp` (made in `built`), owned by uid:gid;
+// how many.
+Result<int> copyEntry(const fs::path& entry, int built, const std::string& tmp, uid_t uid, gid_t gid) {
+  if (::mkdirat(built, tmp.c_str(), 0755) != 0) return errnoError("mkdir " + tmp);
+  UniqueFd dir(::openat(built, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return errnoError("open " + tmp);
+  int modules = 0;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(entry, ec)) {
+    const std::string name = f.path().filename().string();
+    if (!isModuleName(name) || !fs::is_regular_file(f.symlink_status(ec))) continue;
+    if (auto s = copyModule(f.path(), dir.get(), name, uid, gid); !s) return s.error();
+    ++modules;
+  }
+  if (::fchown(dir.get(), uid, gid) != 0) return errnoError("chown " + tmp);
+  return modules;
+}
+
+// Removes `tmp` of `built` and what copyEntry made in it (names taken from `entry`).
+void dropEntry(const fs::path& entry, int built, const std::string& tmp) {
+  UniqueFd dir(::openat(built, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  std::error_code ec;
+  if (dir.valid())
+    for (const auto& f : fs::directory_iterator(entry, ec)) ::unlinkat(dir.get(), f.path().filename().c_str(), 0);
+  ::unlinkat(built, tmp.c_str(), AT_REMOVEDIR);
 }
 
 }  // namespace
@@ -177,7 +190,7 @@ Result<int> seedBuiltExtensions(const fs::path& trustedJit, const fs::path& jit,
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(trustedBuilt, ec))) return 0;
   UniqueFd root(::open(jit.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!root.valid()) return Error{errnoText("open " + jit.string())};
+  if (!root.valid()) return errnoError("open " + jit.string());
   auto ext = subdirNoFollow(root.get(), "torch_extensions", uid, gid);
   if (!ext) return ext.error();
   auto built = subdirNoFollow(ext->get(), "akad-built", uid, gid);
@@ -191,27 +204,13 @@ Result<int> seedBuiltExtensions(const fs::path& trustedJit, const fs::path& jit,
     if (copied >= kMaxSeededModules) break;
     // Made under a temporary name and renamed: the candidate never sees half a module.
     const std::string tmp = key + ".seed-" + randomHex(4);
-    if (::mkdirat(built->get(), tmp.c_str(), 0755) != 0) return Error{errnoText("mkdir " + tmp)};
-    UniqueFd dir(::openat(built->get(), tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    Status made = dir.valid() ? Status{} : Status{Error{errnoText("open " + tmp)}};
-    int modules = 0;
-    for (const auto& f : fs::directory_iterator(entry.path(), ec)) {
-      if (!made) break;
-      const std::string name = f.path().filename().string();
-      if (!isModuleName(name) || !fs::is_regular_file(f.symlink_status(ec))) continue;
-      made = copyModule(f.path(), dir.get(), name, uid, gid);
-      ++modules;
-    }
-    if (made && ::fchown(dir.get(), uid, gid) != 0) made = Error{errnoText("chown " + tmp)};
-    if (made && modules > 0 && ::renameat(built->get(), tmp.c_str(), built->get(), key.c_str()) == 0) {
+    auto modules = copyEntry(entry.path(), built->get(), tmp, uid, gid);
+    if (modules && *modules > 0 && ::renameat(built->get(), tmp.c_str(), built->get(), key.c_str()) == 0) {
       ++copied;
       continue;
     }
-    // Not copied: what was made of it goes (a module that failed, or an entry with none).
-    if (dir.valid())
-      for (const auto& f : fs::directory_iterator(entry.path(), ec)) ::unlinkat(dir.get(), f.path().filename().c_str(), 0);
-    ::unlinkat(built->get(), tmp.c_str(), AT_REMOVEDIR);
-    if (!made) return made.error();
+    dropEntry(entry.path(), built->get(), tmp);  // a module that failed, or an entry with none
+    if (!modules) return modules.error();
   }
   return copied;
 }

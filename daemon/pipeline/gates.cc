@@ -134,8 +134,8 @@ std::optional<json> timeRunnerProcess(const GateRunner& g, const fs::path& dir, 
   auto r = g.runRunner(who, dir, "perf", plan, p.name, out, task.limits.performance_s, tag);
   if (!r) return gate(false, r.error().message);
   if (!r->succeeded()) {
-    if (side == 0) return baselineFailed("the " + who + " runner " + r->describe() + ": " + g.logTail(tag));
-    return gate(false, "the " + who + " runner " + r->describe() + ": " + g.logTail(tag));
+    const std::string msg = "the " + who + " runner " + r->describe() + ": " + g.logTail(tag);
+    return side == 0 ? baselineFailed(msg) : gate(false, msg);
   }
   timing.wall_s = r->wall_s;
   if (json st = readGpuState(out, perf.throttled); !st.is_null())

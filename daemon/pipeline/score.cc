@@ -1,7 +1,5 @@
 #include "daemon/pipeline/score.h"
 
-#include <cmath>
-
 #include "common/log.h"
 #include "daemon/aka/build_cache.h"
 #include "daemon/aka/convert_held_out.h"
@@ -150,10 +148,10 @@ Result<std::vector<json>> convertedHeldOut(const GateRunner& g, const fs::path& 
 }
 
 // Correctness, then performance of one phase; wrong timed outputs or unaccountable times fail
-// the phase as well. `ok` and `speedup` are the phase's outcome.
+// the phase as well. `ok` and `speedup` are the phase's outcome (no speedup: not timed).
 void scorePhase(const GateRunner& g, const fs::path& trusted, const Phase& p, const std::string& prefix, bool driven,
                 bool measurePerformance, StageClock& clock, const ScoringEnvironment& env, json& gates, bool& ok,
-                double& speedup) {
+                std::optional<double>& speedup) {
   auto notify = [&](const std::string& name) {
     clock.next(name);
     if (env.on_gate) env.on_gate(name);
@@ -166,12 +164,11 @@ void scorePhase(const GateRunner& g, const fs::path& trusted, const Phase& p, co
   notify(prefix + "performance");
   json& perf = gates[prefix + "performance"] =
       driven ? drivenPerformanceGate(g, trusted, ws, p) : performanceGate(g, trusted, ws, p);
-  if (perf["pass"]) speedup = perf["speedup"];
+  if (perf["pass"]) speedup = perf["speedup"].get<double>();
   // Held-out configurations the pristine baseline cannot be timed on (a generated case checked
   // but too large to time, a shared GPU's memory) are no fault of the candidate's: its held-out
-  // correctness stands, with no held-out speedup (NaN: none).
-  else if (prefix == "held_out_" && perf.value("baseline_failed", false)) speedup = std::nan("");
-  else ok = false;
+  // correctness stands, with no held-out speedup.
+  else if (prefix != "held_out_" || !perf.value("baseline_failed", false)) ok = false;
 }
 
 }  // namespace
@@ -249,7 +246,7 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   if (task.traits().akaConverted) addConvertFigures(result);
   auto [stageTimes, stageText] = clock.finish();
   result["stage_wall_s"] = stageTimes;
-  log::info("scored ", task.id, ": compiled=", o.compiled, " correct=", o.correct, " speedup=", o.speedup,
+  log::info("scored ", task.id, ": compiled=", o.compiled, " correct=", o.correct, " speedup=", o.speedup.value_or(0),
             " held_out_correct=", o.heldOutCorrect, " stages:", stageText);
   return result;
 }

@@ -68,10 +68,10 @@ void assembleResult(json& result, const json& gates, const GateOutcome& o, bool 
   result["gates"] = gates;
   result["compiled"] = o.compiled;
   result["correct"] = o.correct;
-  result["speedup"] = o.correct ? json(o.speedup) : json(nullptr);
+  result["speedup"] = o.correct && o.speedup ? json(*o.speedup) : json(nullptr);
   result["held_out_correct"] = o.heldOutCorrect;
-  result["held_out_speedup"] = o.heldOutCorrect && !std::isnan(o.heldOutSpeedup) ? json(o.heldOutSpeedup) : json(nullptr);
-  result["score"] = arenaScore(o.compiled, o.correct, o.speedup);
+  result["held_out_speedup"] = o.heldOutCorrect && o.heldOutSpeedup ? json(*o.heldOutSpeedup) : json(nullptr);
+  result["score"] = arenaScore(o.compiled, o.correct, o.speedup.value_or(0));
   if (!measuredPerformance) {
     result["performance_measured"] = false;
     result["speedup"] = nullptr;

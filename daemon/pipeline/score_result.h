@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 namespace akad {
@@ -16,7 +18,8 @@ namespace akad {
 struct GateOutcome {
   bool compiled = false;
   bool correct = false, heldOutCorrect = false;
-  double speedup = 0, heldOutSpeedup = 0;
+  // Only when the phase was timed against a baseline that could be timed (score.cc, scorePhase).
+  std::optional<double> speedup, heldOutSpeedup;
 };
 
 // The wall time of every stage of one scoring, from its start to finish().

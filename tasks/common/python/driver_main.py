@@ -461,7 +461,7 @@ class Driver:
             header.close()
             # The group's input sets and kept outputs go back to the GPU, not to PyTorch's cache:
             # scorings that share a GPU (gpu_share) run out of memory on each other's caches.
-            source = first = None
+            first = None
             torch.cuda.empty_cache()
 
     def window(self, header, shared, w, source, layout, samples):
