@@ -36,7 +36,8 @@ std::string reportText(const json& result) {
     if (why.size() > 70) why = why.substr(0, 67) + "...";
     char akaColumn[64] = "";
     if (aka) std::snprintf(akaColumn, sizeof akaColumn, "%-18s ", akaFigures(a).c_str());
-    const std::string speedup = fmt(a["speedup"], "%.2fx") + (a.value("gpu_shared", false) ? "*" : "");
+    const std::string speedup = fmt(a["speedup"], "%.2fx") + (a.value("within_noise", false) ? "~" : "") +
+                                (a.value("gpu_shared", false) ? "*" : "");
     std::snprintf(line, sizeof line, "  %-9s %-24s %-9s %-8s %-8s %-9s %-9s %-8s %s%s\n", str(a, "attempt").c_str(),
                   str(a, "task").c_str(), str(a, "state").c_str(), a.value("compiled", false) ? "yes" : "no",
                   a.value("correct", false) ? "yes" : "no", speedup.c_str(), held.c_str(), fmt(a["score"], "%.1f").c_str(),
@@ -50,6 +51,8 @@ std::string reportText(const json& result) {
       << "  geomean speedup (correct)  " << fmt(r["geomean_speedup"], "%.3fx") << "\n"
       << "  fast_0 / 1 / 1.5 / 2       " << percent(f["fast_0"]) << " / " << percent(f["fast_1"]) << " / "
       << percent(f["fast_1.5"]) << " / " << percent(f["fast_2"]) << "\n"
+      << "  faster / slower than noise " << percent(r.value("faster_beyond_noise", json(nullptr))) << " / "
+      << percent(r.value("slower_beyond_noise", json(nullptr))) << "   (~ a speedup within its rounds' noise)\n"
       << "  held-out correctness kept  " << percent(r["held_out_correctness_retention"]) << "\n"
       << "  held-out speedup kept      " << fmt(r["held_out_speedup_retention"], "%.3f") << "\n"
       << "  mean arena score           " << fmt(r["mean_arena_score"], "%.1f") << "\n";

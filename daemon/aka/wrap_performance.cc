@@ -11,6 +11,7 @@
 #include "daemon/aka/wrap_runner.h"
 #include "daemon/aka/wrap_score.h"
 #include "daemon/pipeline/files.h"
+#include "daemon/pipeline/stats.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -111,7 +112,10 @@ Result<json> performanceGate(const WrapRunner& w, const Side* base, const Side& 
   json cases = json::array();
   double logSum = 0, akaSum = 0;
   int n = 0;
+  std::vector<std::vector<double>> baseRounds, candRounds;  // one time per run: a run is a round's side
   for (const auto& id : baseIds) {
+    baseRounds.push_back(baseTimes[id]);
+    candRounds.push_back(candTimes[id]);
     const double b = median(baseTimes[id]), c = median(candTimes[id]);
     if (!(b > 0) || !(c > 0)) return wrapGate(false, "test case " + id + " has no positive time (baseline " +
                                                      std::to_string(b) + " ms, candidate " + std::to_string(c) + " ms)");
@@ -127,6 +131,7 @@ Result<json> performanceGate(const WrapRunner& w, const Side* base, const Side& 
   akaSpeedup = akaSum / n;  // AKA averages per-case speedups (src/testcases.py)
   json g = wrapGate(true, "");
   g["speedup"] = speedup;
+  if (auto i = speedupInterval(speedup, baseRounds, candRounds)) g["speedup_interval"] = i->toJson();
   g["rounds"] = rounds;
   g["order"] = base != nullptr ? "ABBA" : "candidate only: each run times the PyTorch original (ori_time) beside the kernel";
   g["cases"] = cases;

@@ -10,6 +10,7 @@
 #include "daemon/aka/checkout.h"
 #include "daemon/aka/classify.h"
 #include "daemon/aka/held_out_rules.h"
+#include "daemon/pipeline/score_result.h"
 #include "daemon/aka/wrap_runner.h"
 #include "daemon/pipeline/files.h"
 
@@ -269,6 +270,7 @@ void fillVerdict(json& result, const json& gates, const WrapScoring::PhaseOutcom
   result["aka"] = {{"speedup", correct && measured ? json(visible.akaSpeedup) : json(nullptr)},
                    {"score", measured ? json(arenaScore(compileOk, correct, visible.akaSpeedup)) : json(nullptr)},
                    {"held_out_speedup", held.correct && measured ? json(held.akaSpeedup) : json(nullptr)}};
+  addSpeedupInterval(result, gates);
   if (!measured) result["performance_measured"] = false;
   for (const char* name : {"compile", "correctness", "performance"})
     if (gates.contains(name) && !gates[name]["pass"].get<bool>()) {

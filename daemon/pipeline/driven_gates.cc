@@ -277,15 +277,20 @@ json drivenPerformanceGate(const GateRunner& g, const fs::path& trustedDir, cons
       if (json failed = timeRound(g, trustedDir, candidateDir, p, round, times, rounds); !failed.is_null()) return failed;
   json configs = json::array();
   std::vector<double> speedups;
+  std::vector<std::vector<double>> baseRounds, candRounds;
   for (const auto& cfg : p.configs) {
     const std::string name = cfg["name"];
     double speedup = 0;
     configs.push_back(drivenConfigResult(name, times[0][name], times[1][name], speedup));
     speedups.push_back(speedup);
+    const Calibration cal(times[0][name]);
+    baseRounds.push_back(netRoundMedians(times[0][name], cal));
+    candRounds.push_back(netRoundMedians(times[1][name], cal));
   }
   json result = gate(true, "");
   result["configs"] = configs;
   result["speedup"] = geometricMean(speedups);
+  if (auto i = speedupInterval(result["speedup"], baseRounds, candRounds)) result["speedup_interval"] = i->toJson();
   result["rounds"] = rounds;
   result["extra_rounds"] = extra;
   result["timing"] = "driver";

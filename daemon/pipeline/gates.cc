@@ -115,6 +115,7 @@ struct ProcessTiming {
 // What the rounds of a runner performance gate collect.
 struct RunnerPerf {
   std::map<std::string, std::vector<double>> samples[2];  // [0] baseline, [1] candidate
+  std::map<std::string, std::vector<double>> roundMedians[2];  // per configuration, one per round
   json rounds = json::array();
   json gpuStates = json::array();
   bool throttled = false;
@@ -147,6 +148,7 @@ std::optional<json> timeRunnerProcess(const GateRunner& g, const fs::path& dir, 
     for (double ns : *t) timing.claimed_s += ns / 1e9;
     auto& dst = perf.samples[side][group];
     dst.insert(dst.end(), t->begin(), t->end());
+    perf.roundMedians[side][group].push_back(describeSamples(*t).median);
   }
   if (side == 1) {
     auto verdict = g.runChecker(plan, out, tag + "-verdict");
@@ -178,8 +180,11 @@ std::optional<json> checkTimeOutsideCalls(const RunnerPerf& perf) {
 json runnerPerfResult(const Phase& p, RunnerPerf& perf) {
   json configs = json::array();
   std::vector<double> speedups;
+  std::vector<std::vector<double>> baseRounds, candRounds;
   for (const auto& cfg : p.configs) {
     const std::string group = cfg["name"];
+    baseRounds.push_back(perf.roundMedians[0][group]);
+    candRounds.push_back(perf.roundMedians[1][group]);
     SampleStats b = describeSamples(perf.samples[0][group]);
     SampleStats c = describeSamples(perf.samples[1][group]);
     const double speedup = b.median / c.median;
@@ -189,6 +194,7 @@ json runnerPerfResult(const Phase& p, RunnerPerf& perf) {
   json result = gate(true, "");
   result["configs"] = configs;
   result["speedup"] = geometricMean(speedups);
+  if (auto i = speedupInterval(result["speedup"], baseRounds, candRounds)) result["speedup_interval"] = i->toJson();
   result["rounds"] = perf.rounds;
   if (!perf.gpuStates.empty()) {
     result["gpu_states"] = perf.gpuStates;

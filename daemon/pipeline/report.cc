@@ -28,6 +28,7 @@ std::string csvField(std::string s) {
 json runReport(const std::vector<AttemptOutcome>& attempts) {
   const double n = static_cast<double>(attempts.size());
   int compiled = 0, correct = 0, heldBoth = 0, finished = 0, shared = 0;
+  int faster = 0, slower = 0;  // correct attempts whose speedup interval lies above 1, below 1
   std::vector<double> speedups, heldSpeedups, visibleOfHeld;
   const std::vector<double> ps = {0, 1, 1.5, 2};
   std::vector<int> fast(ps.size(), 0);
@@ -66,6 +67,14 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
       row["aka_speedup"] = r["aka"].value("speedup", json(nullptr));
       row["aka_score"] = r["aka"].value("score", json(nullptr));
     }
+    // How far the speedup stands out from its rounds' noise (stats.h, SpeedupInterval).
+    if (ok && r.contains("speedup_interval") && r["speedup_interval"].is_object()) {
+      const json& i = r["speedup_interval"];
+      row["speedup_interval"] = {number(i, "low"), number(i, "high")};
+      row["within_noise"] = flag(i, "within_noise");
+      faster += number(i, "low") > 1;
+      slower += number(i, "high") < 1;
+    }
     if (flag(r, "gpu_shared")) {
       row["gpu_shared"] = true;
       ++shared;
@@ -88,6 +97,8 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
       {"correctness_rate", rate(correct)},
       {"geomean_speedup", speedups.empty() ? json(nullptr) : json(geometricMean(speedups))},
       {"fast_p", fastP},
+      {"faster_beyond_noise", rate(faster)},
+      {"slower_beyond_noise", rate(slower)},
       {"held_out_correctness_retention", correct > 0 ? json(static_cast<double>(heldBoth) / correct) : json(nullptr)},
       {"held_out_speedup_retention",
        heldSpeedups.empty() ? json(nullptr) : json(geometricMean(heldSpeedups) / geometricMean(visibleOfHeld))},

@@ -64,6 +64,12 @@ std::pair<json, std::string> StageClock::finish() {
   return {stageTimes, stageText};
 }
 
+void addSpeedupInterval(json& result, const json& gates) {
+  if (!result.contains("speedup") || !result["speedup"].is_number() || !gates.contains("performance")) return;
+  const json& perf = gates["performance"];
+  if (perf.is_object() && perf.contains("speedup_interval")) result["speedup_interval"] = perf["speedup_interval"];
+}
+
 void assembleResult(json& result, const json& gates, const GateOutcome& o, bool measuredPerformance) {
   result["gates"] = gates;
   result["compiled"] = o.compiled;
@@ -78,6 +84,7 @@ void assembleResult(json& result, const json& gates, const GateOutcome& o, bool 
     result["held_out_speedup"] = nullptr;
     result["score"] = nullptr;
   }
+  addSpeedupInterval(result, gates);
   std::string reason;
   for (const char* name : {"compile", "correctness", "performance"})
     if (gates.contains(name) && !gates[name]["pass"].get<bool>()) {

@@ -39,6 +39,10 @@ class StageClock {
 // speedups and the score are null.
 void assembleResult(nlohmann::json& result, const nlohmann::json& gates, const GateOutcome& o, bool measuredPerformance);
 
+// The visible performance gate's speedup interval (stats.h) beside the result's speedup, when
+// there is one: how far the speedup stands out from the rounds' noise.
+void addSpeedupInterval(nlohmann::json& result, const nlohmann::json& gates);
+
 // The first line of a failed gate's reason that says a GPU ran out of memory (CUDA's, HIP's
 // or PyTorch's words for it), as "gate: line"; empty when none does. A run that shares its GPU
 // among its attempts scores such an attempt again alone (attempt.cc): the memory may have been

@@ -1,6 +1,7 @@
 #pragma once
 // Summary statistics of timing samples, shared by the scorer and the run report.
 
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,5 +26,24 @@ double geometricMean(const std::vector<double>& values);
 // than `limit` times the fastest round's (disturbed: a burst of other work slows a window, it
 // never speeds one up) are fewer than half. A median of zero never does.
 bool quietRoundsHoldTheMedian(const std::vector<double>& roundMedians, double limit);
+
+}  // namespace akad
+
+namespace akad {
+
+// How far a speedup can be trusted (docs/scoring.md, "Noise"). Each round pairs one baseline
+// and one candidate process, side by side in time; a round's speedup is the geometric mean over
+// configurations of its baseline median over its candidate median. The interval is the reported
+// speedup times exp(±t·s/√n): s the standard deviation of the n rounds' log speedups, t
+// Student's 97.5% quantile for n - 1 degrees of freedom. Fewer than two rounds, or a median that
+// is not positive: none. `base[c][r]` and `cand[c][r]` are configuration c's median in round r.
+struct SpeedupInterval {
+  double low = 0, high = 0;
+  std::vector<double> rounds;  // each round's speedup
+  bool excludesOne() const { return low > 1 || high < 1; }
+  nlohmann::json toJson() const;  // {"low", "high", "rounds", "within_noise"}
+};
+std::optional<SpeedupInterval> speedupInterval(double speedup, const std::vector<std::vector<double>>& base,
+                                               const std::vector<std::vector<double>>& cand);
 
 }  // namespace akad

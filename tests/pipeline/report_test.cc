@@ -79,6 +79,69 @@ TEST(Report, TheTextShowsAkasFiguresBesideAkadsAndMarksSharedGpuTimings) {
   EXPECT_EQ(plain.find('*'), std::string::npos) << plain;
 }
 
+// The interval: each round's speedup is the geometric mean over configurations of that round's
+// ratio; its half-width is Student's t (n - 1 degrees of freedom) times the logs' standard error.
+TEST(Stats, TheSpeedupIntervalComesFromTheRoundsSpeedups) {
+  // Two configurations, three rounds. Round speedups: sqrt(2*2)=2, sqrt(2*8)=4, sqrt(4*4)=4.
+  const std::vector<std::vector<double>> base = {{2, 2, 4}, {2, 8, 4}}, cand = {{1, 1, 1}, {1, 1, 1}};
+  const auto i = speedupInterval(3.0, base, cand);
+  ASSERT_TRUE(i);
+  ASSERT_EQ(i->rounds.size(), 3u);
+  EXPECT_NEAR(i->rounds[0], 2, 1e-12);
+  EXPECT_NEAR(i->rounds[1], 4, 1e-12);
+  EXPECT_NEAR(i->rounds[2], 4, 1e-12);
+  const double l2 = std::log(2.0), mean = (l2 + 2 * l2 + 2 * l2) / 3;
+  const double sd = std::sqrt(((l2 - mean) * (l2 - mean) + 2 * (2 * l2 - mean) * (2 * l2 - mean)) / 2);
+  const double half = 4.303 * sd / std::sqrt(3.0);
+  EXPECT_NEAR(i->low, 3.0 * std::exp(-half), 1e-9) << "centred on the reported speedup";
+  EXPECT_NEAR(i->high, 3.0 * std::exp(half), 1e-9);
+  EXPECT_TRUE(i->excludesOne()) << i->low;
+  EXPECT_FALSE(i->toJson()["within_noise"].get<bool>());
+  // Rounds that disagree about the sign: within noise.
+  const auto noisy = speedupInterval(1.05, {{100, 100, 100}}, {{80, 120, 90}});
+  ASSERT_TRUE(noisy);
+  EXPECT_LT(noisy->low, 1);
+  EXPECT_GT(noisy->high, 1);
+  EXPECT_TRUE(noisy->toJson()["within_noise"].get<bool>());
+  // Identical rounds: no spread, the interval is the speedup itself.
+  const auto steady = speedupInterval(0.5, {{50, 50}}, {{100, 100}});
+  ASSERT_TRUE(steady);
+  EXPECT_NEAR(steady->low, 0.5, 1e-12);
+  EXPECT_TRUE(steady->excludesOne());
+  // Nothing to say: one round, no configurations, a median that is not positive.
+  EXPECT_FALSE(speedupInterval(2, {{2}}, {{1}}));
+  EXPECT_FALSE(speedupInterval(2, {}, {}));
+  EXPECT_FALSE(speedupInterval(2, {{2, 0}}, {{1, 1}}));
+  EXPECT_FALSE(speedupInterval(2, {{2, 2}}, {{1, 1}, {1, 1}}));
+}
+
+// A correct attempt's speedup is counted as faster (or slower) than noise only when its whole
+// interval lies above (below) 1; the text marks a speedup within noise with "~".
+TEST(Report, SpeedupsWithinTheirRoundsNoiseAreToldApart) {
+  auto withInterval = [](const std::string& id, double s, double low, double high) {
+    AttemptOutcome a = scored(id, true, true, s, true, s);
+    a.result["speedup_interval"] = {{"low", low}, {"high", high}, {"within_noise", low <= 1 && high >= 1}};
+    return a;
+  };
+  AttemptOutcome wrongWithInterval = withInterval("5", 3.0, 2.0, 4.0);
+  wrongWithInterval.result["correct"] = false;
+  const json r = runReport({withInterval("1", 1.28, 0.9, 1.8), withInterval("2", 2.0, 1.6, 2.5),
+                            withInterval("3", 0.5, 0.4, 0.6), scored("4", true, true, 1.5, true, 1.5), wrongWithInterval});
+  EXPECT_DOUBLE_EQ(r["fast_p"]["fast_1"].get<double>(), 3.0 / 5) << "AKA's fast_1 is the speedup alone";
+  EXPECT_DOUBLE_EQ(r["faster_beyond_noise"].get<double>(), 1.0 / 5);
+  EXPECT_DOUBLE_EQ(r["slower_beyond_noise"].get<double>(), 1.0 / 5);
+  EXPECT_EQ(r["per_attempt"][0]["within_noise"], true);
+  EXPECT_EQ(r["per_attempt"][1]["within_noise"], false);
+  EXPECT_EQ(r["per_attempt"][1]["speedup_interval"], json({1.6, 2.5}));
+  EXPECT_FALSE(r["per_attempt"][3].contains("speedup_interval")) << "one round: no interval";
+  EXPECT_FALSE(r["per_attempt"][4].contains("speedup_interval")) << "a wrong attempt has no speedup";
+  const json run = {{"id", "r-0000abcd"}, {"state", "done"}};
+  const std::string text = cli::reportText({{"run", run}, {"report", r}});
+  EXPECT_NE(text.find("1.28x~"), std::string::npos) << text;
+  EXPECT_EQ(text.find("2.00x~"), std::string::npos) << text;
+  EXPECT_NE(text.find("faster / slower than noise 20.0% / 20.0%"), std::string::npos) << text;
+}
+
 TEST(Report, ArenaScoreFollowsThePaper) {
   EXPECT_EQ(arenaScore(false, false, 0), 0);
   EXPECT_EQ(arenaScore(true, false, 0), 20);
