@@ -31,7 +31,9 @@ std::string reportText(const json& result) {
                 "CORRECT", "SPEEDUP", "HELD-OUT", "SCORE", aka ? "AKA(SPEEDUP/SCORE) " : "", "WHY");
   out << line;
   for (const json& a : r.at("per_attempt")) {
-    std::string held = a.value("held_out_correct", false) ? fmt(a["held_out_speedup"], "%.2fx") : "fail";
+    std::string held = a.value("held_out_correct", false) ? fmt(a["held_out_speedup"], "%.2fx")
+                       : a.value("held_out_available", true)  ? "fail"
+                                                              : "none";
     std::string why = a.value("failure", std::string());
     if (why.size() > 70) why = why.substr(0, 67) + "...";
     char akaColumn[64] = "";
@@ -53,7 +55,12 @@ std::string reportText(const json& result) {
       << percent(f["fast_1.5"]) << " / " << percent(f["fast_2"]) << "\n"
       << "  faster / slower than noise " << percent(r.value("faster_beyond_noise", json(nullptr))) << " / "
       << percent(r.value("slower_beyond_noise", json(nullptr))) << "   (~ a speedup within its rounds' noise)\n"
-      << "  held-out correctness kept  " << percent(r["held_out_correctness_retention"]) << "\n"
+      << "  held-out correctness kept  " << percent(r["held_out_correctness_retention"])
+      << (r.value("correct_without_held_out", 0) > 0
+              ? "   (of the correct attempts with held-out configurations; " +
+                    std::to_string(r.value("correct_without_held_out", 0)) + " had none)"
+              : std::string())
+      << "\n"
       << "  held-out speedup kept      " << fmt(r["held_out_speedup_retention"], "%.3f") << "\n"
       << "  mean arena score           " << fmt(r["mean_arena_score"], "%.1f") << "\n";
   if (r.value("timed_on_shared_gpu", 0) > 0)

@@ -348,6 +348,7 @@ Result<json> scoreWrappedCandidate(const Task& task, const fs::path& candidateTr
   if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
   if (cache->is_object()) result["build_cache"] = keepBuild(env, *cache, workDir, visible->compiled);
   fillVerdict(result, scoring.gates(), *visible, held, heldOutNote, env.measure_performance);
+  result["held_out_available"] = !heldOut->empty();  // none: left out of the report's retention
   if (!compat.unavailable.empty()) result["compat_unavailable"] = compat.unavailable;
   if (compat.active()) result["compat_record"] = scoring.compatRecord();
   result["stage_wall_s"] = scoring.stageTimes();

@@ -29,6 +29,7 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
   const double n = static_cast<double>(attempts.size());
   int compiled = 0, correct = 0, heldBoth = 0, finished = 0, shared = 0;
   int faster = 0, slower = 0;  // correct attempts whose speedup interval lies above 1, below 1
+  int withoutHeldOut = 0;      // correct attempts of tasks with no held-out configurations
   std::vector<double> speedups, heldSpeedups, visibleOfHeld;
   const std::vector<double> ps = {0, 1, 1.5, 2};
   std::vector<int> fast(ps.size(), 0);
@@ -43,6 +44,10 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
     compiled += c;
     correct += ok;
     scoreSum += number(r, "score");
+    // A task with no held-out configurations (an imported AKA task without held-out shapes)
+    // has nothing to retain: not a held-out failure.
+    const bool heldOutAvailable = !r.is_object() || !r.contains("held_out_available") || flag(r, "held_out_available");
+    if (ok && !heldOutAvailable) ++withoutHeldOut;
     if (ok) {
       speedups.push_back(s);
       for (std::size_t i = 0; i < ps.size(); ++i) fast[i] += s > ps[i];
@@ -61,6 +66,7 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
                 {"held_out_correct", flag(r, "held_out_correct")},
                 {"held_out_speedup", flag(r, "held_out_correct") ? r.value("held_out_speedup", json(nullptr)) : json(nullptr)},
                 {"score", number(r, "score")}};
+    if (!heldOutAvailable) row["held_out_available"] = false;
     // A wrapped AgentKernelArena task's result carries AKA's own figures beside akad's (docs/aka.md).
     if (r.is_object() && r.contains("mode")) row["mode"] = r["mode"];
     if (r.is_object() && r.contains("aka") && r["aka"].is_object()) {
@@ -99,7 +105,9 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
       {"fast_p", fastP},
       {"faster_beyond_noise", rate(faster)},
       {"slower_beyond_noise", rate(slower)},
-      {"held_out_correctness_retention", correct > 0 ? json(static_cast<double>(heldBoth) / correct) : json(nullptr)},
+      {"held_out_correctness_retention",
+       correct > withoutHeldOut ? json(static_cast<double>(heldBoth) / (correct - withoutHeldOut)) : json(nullptr)},
+      {"correct_without_held_out", withoutHeldOut},
       {"held_out_speedup_retention",
        heldSpeedups.empty() ? json(nullptr) : json(geometricMean(heldSpeedups) / geometricMean(visibleOfHeld))},
       {"mean_arena_score", n > 0 ? scoreSum / n : 0.0},

@@ -243,6 +243,9 @@ Result<json> scoreCandidate(const Task& task, const fs::path& candidateTree, con
   // not for the candidate's: such a scoring is no result at all.
   if (env.canceller && env.canceller->cancelled()) return Error{"cancelled during scoring"};
   assembleResult(result, gates, o, env.measure_performance);
+  // No held-out configurations to score is not a held-out failure: the report leaves such an
+  // attempt out of the held-out retention (report.cc).
+  result["held_out_available"] = !phases[1].configs.empty();
   if (task.traits().akaConverted) addConvertFigures(result);
   auto [stageTimes, stageText] = clock.finish();
   result["stage_wall_s"] = stageTimes;

@@ -172,12 +172,15 @@ TEST_F(AkaWrapScoring, AFasterKernelIsCorrectAndFasterInAbbaRounds) {
   }
   // The baseline does its work six times over.
   EXPECT_GT(j["speedup"].get<double>(), 1.5) << perf.dump(2);
+  EXPECT_EQ(j["speedup_interval"]["rounds"].size(), 2u) << "one paired speedup per ABBA round";
+  EXPECT_LE(j["speedup_interval"]["low"].get<double>(), j["speedup"].get<double>());
   EXPECT_GT(j["aka"]["speedup"].get<double>(), 1.5);
   EXPECT_GT(j["score"].get<double>(), 120.0);
   EXPECT_EQ(perf["outside_wall_s"]["baseline"].size(), 2u);
   EXPECT_FALSE(j["seeds"]["torch_manual_seed_salt"].get<std::string>().empty());
   // The imported held-out sizes, scored apart on fresh copies with the shapes injected.
   EXPECT_TRUE(j["held_out_correct"].get<bool>()) << j.dump(2);
+  EXPECT_EQ(j["held_out_available"], true);
   EXPECT_GT(j["held_out_speedup"].get<double>(), 1.5);
   std::vector<std::string> heldCases;
   for (const json& c : j["gates"]["held_out_performance"]["cases"]) heldCases.push_back(c["case"]);
@@ -515,6 +518,10 @@ TEST_F(AkaWrapScoring, ATaskWithoutAPristineKernelIsTimedAgainstThePyTorchOrigin
     EXPECT_GT(c["speedup"].get<double>(), 0.0);
   }
   EXPECT_TRUE(perf["outside_speedup"].is_null());
+  // Imported without held-out shapes and with no list akad's rules read: none to score, which
+  // the report does not count as a held-out failure.
+  EXPECT_EQ((*s)["held_out_available"], false) << s->dump(2);
+  EXPECT_EQ((*s)["held_out"].get<std::string>().rfind("none for this task", 0), 0u) << s->dump(2);
   for (const auto& e : fs::directory_iterator(tmp_ / "score-relu" / "logs"))
     EXPECT_EQ(e.path().filename().string().find("baseline-compile"), std::string::npos) << "the empty pristine file was built";
 

@@ -88,8 +88,14 @@ TEST_F(PipelineTest, ReferenceAgentBeatsTheBaselineOnEveryCpuTask) {
     SCOPED_TRACE(a.at("task_id").get<std::string>());
     ASSERT_EQ(a.at("state"), "scored") << a.dump();
     EXPECT_TRUE(result(a).at("correct").get<bool>()) << result(a).value("failure", "");
-    EXPECT_GT(result(a).at("speedup").get<double>(), 1.0);
+    EXPECT_GT(result(a).at("speedup").get<double>(), 1.0) << result(a).at("gates").at("performance").at("configs").dump();
+    // The speedup's interval from its rounds, around it (stats.h, SpeedupInterval).
+    const json& i = result(a).at("speedup_interval");
+    EXPECT_LE(i.at("low").get<double>(), result(a).at("speedup").get<double>());
+    EXPECT_GE(i.at("high").get<double>(), result(a).at("speedup").get<double>());
+    EXPECT_GE(i.at("rounds").size(), 2u);
     EXPECT_TRUE(result(a).at("held_out_correct").get<bool>());
+    EXPECT_EQ(result(a).at("held_out_available"), true);
     EXPECT_GT(result(a).at("score").get<double>(), 220.0);
     EXPECT_EQ(result(a).at("snapshot").get<std::string>().size(), 64u);
   }
@@ -112,6 +118,7 @@ TEST_F(PipelineTest, ReferenceAgentBeatsTheBaselineOnEveryCpuTask) {
   json report = daemon_->ctlJson({"report", attempts.at(0).at("run_id")}).at("report");
   EXPECT_DOUBLE_EQ(report.at("correctness_rate").get<double>(), 1.0);
   EXPECT_GT(report.at("geomean_speedup").get<double>(), 1.0);
+  EXPECT_GT(report.at("faster_beyond_noise").get<double>(), 0.5) << "the reference solutions are several times faster";
 }
 
 TEST_F(PipelineTest, NoopAgentScoresAboutOne) {

@@ -142,6 +142,28 @@ TEST(Report, SpeedupsWithinTheirRoundsNoiseAreToldApart) {
   EXPECT_NE(text.find("faster / slower than noise 20.0% / 20.0%"), std::string::npos) << text;
 }
 
+// A task with no held-out configurations (an imported AKA task without held-out shapes) has no
+// held-out correctness to keep: such an attempt is out of the retention's denominator, and the
+// text says "none" where a failure says "fail".
+TEST(Report, AttemptsWithoutHeldOutConfigurationsAreNotHeldOutFailures) {
+  AttemptOutcome none = scored("1", true, true, 1.0, false, 0);
+  none.result["held_out_available"] = false;
+  AttemptOutcome failed = scored("2", true, true, 1.0, false, 0);
+  failed.result["held_out_available"] = true;
+  const json r = runReport({none, failed, scored("3", true, true, 1.0, true, 1.0)});
+  EXPECT_DOUBLE_EQ(r["held_out_correctness_retention"].get<double>(), 1.0 / 2) << "one kept of two that had any";
+  EXPECT_EQ(r["correct_without_held_out"], 1);
+  EXPECT_EQ(r["per_attempt"][0]["held_out_available"], false);
+  EXPECT_FALSE(r["per_attempt"][1].contains("held_out_available"));
+  const json run = {{"id", "r-0000abcd"}, {"state", "done"}};
+  const std::string text = cli::reportText({{"run", run}, {"report", r}});
+  EXPECT_NE(text.find("none"), std::string::npos) << text;
+  EXPECT_NE(text.find("fail"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 had none"), std::string::npos) << text;
+  // Only attempts without any: no retention at all, rather than 0%.
+  EXPECT_TRUE(runReport({none})["held_out_correctness_retention"].is_null());
+}
+
 TEST(Report, ArenaScoreFollowsThePaper) {
   EXPECT_EQ(arenaScore(false, false, 0), 0);
   EXPECT_EQ(arenaScore(true, false, 0), 20);
