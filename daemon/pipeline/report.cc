@@ -23,6 +23,21 @@ std::string csvField(std::string s) {
   return out + "\"";
 }
 
+// Whether the attempt's task had held-out configurations to score. Results from before
+// `held_out_available` say it through their gates: a compiled candidate with any has held-out
+// gates, and a task with none has at most the failed one that says so (score.cc).
+bool heldOutAvailable(const json& r) {
+  if (!r.is_object()) return true;
+  if (r.contains("held_out_available")) return flag(r, "held_out_available");
+  if (!flag(r, "compiled") || !r.contains("gates") || !r["gates"].is_object()) return true;
+  for (const auto& [name, g] : r["gates"].items()) {
+    if (name.rfind("held_out_", 0) != 0) continue;
+    if (name != "held_out_correctness" || !g.is_object() || g.value("reason", std::string()) != "the task has no held-out configurations")
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 json runReport(const std::vector<AttemptOutcome>& attempts) {
@@ -46,8 +61,8 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
     scoreSum += number(r, "score");
     // A task with no held-out configurations (an imported AKA task without held-out shapes)
     // has nothing to retain: not a held-out failure.
-    const bool heldOutAvailable = !r.is_object() || !r.contains("held_out_available") || flag(r, "held_out_available");
-    if (ok && !heldOutAvailable) ++withoutHeldOut;
+    const bool heldOut = heldOutAvailable(r);
+    if (ok && !heldOut) ++withoutHeldOut;
     if (ok) {
       speedups.push_back(s);
       for (std::size_t i = 0; i < ps.size(); ++i) fast[i] += s > ps[i];
@@ -66,7 +81,7 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
                 {"held_out_correct", flag(r, "held_out_correct")},
                 {"held_out_speedup", flag(r, "held_out_correct") ? r.value("held_out_speedup", json(nullptr)) : json(nullptr)},
                 {"score", number(r, "score")}};
-    if (!heldOutAvailable) row["held_out_available"] = false;
+    if (!heldOut) row["held_out_available"] = false;
     // A wrapped AgentKernelArena task's result carries AKA's own figures beside akad's (docs/aka.md).
     if (r.is_object() && r.contains("mode")) row["mode"] = r["mode"];
     if (r.is_object() && r.contains("aka") && r["aka"].is_object()) {

@@ -160,6 +160,17 @@ TEST(Report, AttemptsWithoutHeldOutConfigurationsAreNotHeldOutFailures) {
   EXPECT_NE(text.find("none"), std::string::npos) << text;
   EXPECT_NE(text.find("fail"), std::string::npos) << text;
   EXPECT_NE(text.find("1 had none"), std::string::npos) << text;
+  // A result from before the field says it through its gates: held-out gates, or the one
+  // failed gate that says there are none.
+  AttemptOutcome oldNone = scored("4", true, true, 1.0, false, 0), oldFailed = oldNone;
+  oldNone.result["gates"] = {{"compile", {{"pass", true}}},
+                             {"held_out_correctness", {{"pass", false}, {"reason", "the task has no held-out configurations"}}}};
+  oldFailed.result["gates"] = {{"compile", {{"pass", true}}}, {"held_out_correctness", {{"pass", false}, {"reason", "wrong"}}}};
+  AttemptOutcome oldWrapNone = scored("6", true, true, 1.0, false, 0);
+  oldWrapNone.result["gates"] = {{"compile", {{"pass", true}}}, {"performance", {{"pass", true}}}};
+  const json old = runReport({oldNone, oldFailed, oldWrapNone});
+  EXPECT_EQ(old["correct_without_held_out"], 2);
+  EXPECT_DOUBLE_EQ(old["held_out_correctness_retention"].get<double>(), 0.0);
   // Only attempts without any: no retention at all, rather than 0%.
   EXPECT_TRUE(runReport({none})["held_out_correctness_retention"].is_null());
 }
