@@ -74,7 +74,7 @@ std::optional<SpeedupInterval> speedupInterval(double speedup, const std::vector
   double mean = 0, var = 0;
   for (double l : logs) mean += l / static_cast<double>(n);
   for (double l : logs) var += (l - mean) * (l - mean) / static_cast<double>(n - 1);
-  const double half = studentT975(n - 1) * std::sqrt(var / static_cast<double>(n));
+  const double half = std::max(studentT975(n - 1) * std::sqrt(var / static_cast<double>(n)), std::log(kSpeedupNoiseFloor));
   out.low = speedup * std::exp(-half);
   out.high = speedup * std::exp(half);
   return out;

@@ -103,11 +103,15 @@ TEST(Stats, TheSpeedupIntervalComesFromTheRoundsSpeedups) {
   EXPECT_LT(noisy->low, 1);
   EXPECT_GT(noisy->high, 1);
   EXPECT_TRUE(noisy->toJson()["within_noise"].get<bool>());
-  // Identical rounds: no spread, the interval is the speedup itself.
+  // Identical rounds: no spread between them, but never less than the floor (2%).
   const auto steady = speedupInterval(0.5, {{50, 50}}, {{100, 100}});
   ASSERT_TRUE(steady);
-  EXPECT_NEAR(steady->low, 0.5, 1e-12);
+  EXPECT_NEAR(steady->low, 0.5 / kSpeedupNoiseFloor, 1e-12);
+  EXPECT_NEAR(steady->high, 0.5 * kSpeedupNoiseFloor, 1e-12);
   EXPECT_TRUE(steady->excludesOne());
+  const auto close = speedupInterval(1.01, {{101, 101.5}}, {{100, 100.5}});
+  ASSERT_TRUE(close);
+  EXPECT_FALSE(close->excludesOne()) << "1% faster in two agreeing rounds is within the floor";
   // Nothing to say: one round, no configurations, a median that is not positive.
   EXPECT_FALSE(speedupInterval(2, {{2}}, {{1}}));
   EXPECT_FALSE(speedupInterval(2, {}, {}));
