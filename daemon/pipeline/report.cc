@@ -38,6 +38,34 @@ bool heldOutAvailable(const json& r) {
   return false;
 }
 
+// One attempt's row of the report: its verdicts, AKA's own figures for a wrapped task, how far
+// its speedup stands out from its rounds' noise, whether a shared GPU timed it, and its failure.
+json attemptRow(const AttemptOutcome& a, const json& r, bool ok, double s, bool heldOut) {
+  json row = {{"attempt", a.attempt_id}, {"task", a.task_id}, {"state", a.state},
+              {"compiled", flag(r, "compiled")}, {"correct", ok},
+              {"speedup", ok ? json(s) : json(nullptr)},
+              {"held_out_correct", flag(r, "held_out_correct")},
+              {"held_out_speedup", flag(r, "held_out_correct") ? r.value("held_out_speedup", json(nullptr)) : json(nullptr)},
+              {"score", number(r, "score")}};
+  if (!heldOut) row["held_out_available"] = false;
+  // A wrapped AgentKernelArena task's result carries AKA's own figures beside akad's (docs/aka.md).
+  if (r.is_object() && r.contains("mode")) row["mode"] = r["mode"];
+  if (r.is_object() && r.contains("aka") && r["aka"].is_object()) {
+    row["aka_speedup"] = r["aka"].value("speedup", json(nullptr));
+    row["aka_score"] = r["aka"].value("score", json(nullptr));
+  }
+  // stats.h, SpeedupInterval.
+  if (ok && r.contains("speedup_interval") && r["speedup_interval"].is_object()) {
+    const json& i = r["speedup_interval"];
+    row["speedup_interval"] = {number(i, "low"), number(i, "high")};
+    row["within_noise"] = flag(i, "within_noise");
+  }
+  if (flag(r, "gpu_shared")) row["gpu_shared"] = true;
+  if (r.is_object() && r.contains("failure")) row["failure"] = r["failure"];
+  else if (!a.error.empty()) row["failure"] = a.error;
+  return row;
+}
+
 }  // namespace
 
 json runReport(const std::vector<AttemptOutcome>& attempts) {
@@ -75,33 +103,12 @@ json runReport(const std::vector<AttemptOutcome>& attempts) {
         }
       }
     }
-    json row = {{"attempt", a.attempt_id}, {"task", a.task_id}, {"state", a.state},
-                {"compiled", c}, {"correct", ok},
-                {"speedup", ok ? json(s) : json(nullptr)},
-                {"held_out_correct", flag(r, "held_out_correct")},
-                {"held_out_speedup", flag(r, "held_out_correct") ? r.value("held_out_speedup", json(nullptr)) : json(nullptr)},
-                {"score", number(r, "score")}};
-    if (!heldOut) row["held_out_available"] = false;
-    // A wrapped AgentKernelArena task's result carries AKA's own figures beside akad's (docs/aka.md).
-    if (r.is_object() && r.contains("mode")) row["mode"] = r["mode"];
-    if (r.is_object() && r.contains("aka") && r["aka"].is_object()) {
-      row["aka_speedup"] = r["aka"].value("speedup", json(nullptr));
-      row["aka_score"] = r["aka"].value("score", json(nullptr));
+    json row = attemptRow(a, r, ok, s, heldOut);
+    if (row.contains("within_noise")) {
+      faster += row["speedup_interval"][0].get<double>() > 1;
+      slower += row["speedup_interval"][1].get<double>() < 1;
     }
-    // How far the speedup stands out from its rounds' noise (stats.h, SpeedupInterval).
-    if (ok && r.contains("speedup_interval") && r["speedup_interval"].is_object()) {
-      const json& i = r["speedup_interval"];
-      row["speedup_interval"] = {number(i, "low"), number(i, "high")};
-      row["within_noise"] = flag(i, "within_noise");
-      faster += number(i, "low") > 1;
-      slower += number(i, "high") < 1;
-    }
-    if (flag(r, "gpu_shared")) {
-      row["gpu_shared"] = true;
-      ++shared;
-    }
-    if (r.is_object() && r.contains("failure")) row["failure"] = r["failure"];
-    else if (!a.error.empty()) row["failure"] = a.error;
+    shared += row.contains("gpu_shared");
     perTask.push_back(row);
   }
   auto rate = [&](double k) { return n > 0 ? k / n : 0.0; };
