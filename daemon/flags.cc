@@ -33,6 +33,11 @@ void addOptions(CLI::App& app, DaemonOptions& o) {
   app.add_option("--workers", o.workers, "Attempts run at once (0: no executor, runs stay queued)")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
+  app.add_option("--timing-slots", o.timingSlots,
+                 "Performance gates timed at once; each needs two CPUs of its own (0: half this host's CPUs, "
+                 "at least one)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
   app.add_flag("--no-requeue", o.noRequeue, "Leave attempts interrupted by a restart interrupted instead of queueing them again");
   app.add_flag("--no-agent-network", o.noAgentNetwork, "Never give agents the host network, whatever their definition says");
   app.add_option("--gpus", o.gpuList, "GPUs the daemon may lease: all, none, or ids/indices (nvidia0,1)")->capture_default_str();
@@ -179,6 +184,7 @@ Result<CheckedOptions> checkOptions(const DaemonOptions& o) {
 SchedulerConfig schedulerConfig(const DaemonOptions& o, const CheckedOptions& c) {
   SchedulerConfig cfg;
   cfg.workers = o.workers;
+  cfg.timing_slots = o.timingSlots > 0 ? o.timingSlots : TimingSlots::forThisHost();
   cfg.state_dir = o.stateDir;
   cfg.trusted_cache = o.trustedCache.empty() ? fs::path(o.stateDir) / "tasks" : fs::path(o.trustedCache);
   cfg.tasks_root = o.tasksDir;

@@ -28,6 +28,7 @@ struct DaemonOptions {
   std::size_t maxConnections = 4096;
   std::string socketGroup;
   int workers = 1;
+  int timingSlots = 0;  // 0: TimingSlots::forThisHost()
   bool noRequeue = false;
   bool noAgentNetwork = false;
   std::string gpuList = "all";

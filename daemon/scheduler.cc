@@ -19,7 +19,7 @@ namespace akad {
 Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snapshots, GpuLeases& gpus,
                      SchedulerConfig config)
     : store_(store), bus_(bus), snapshots_(snapshots), gpus_(gpus), config_(std::move(config)),
-      uids_(config_.attempt_uids) {
+      timingSlots_(config_.timing_slots), uids_(config_.attempt_uids) {
   AttemptSetup setup;
   setup.attempts_dir = config_.state_dir / "attempts";
   setup.trusted_cache = config_.trusted_cache.empty() ? config_.state_dir / "tasks" : config_.trusted_cache;
@@ -30,6 +30,7 @@ Scheduler::Scheduler(Store& store, EventBus& bus, snapshot::SnapshotStore& snaps
   setup.workspace_limits = config_.workspace_limits;
   setup.sandbox_uid = config_.sandbox_uid;
   setup.sandbox_gid = config_.sandbox_gid;
+  setup.timing_slots = &timingSlots_;
   const fs::path tasksDir = config_.state_dir / "tasks";
   if (config_.slurm)
     executor_ = std::make_unique<slurm::SlurmExecutor>(

@@ -55,6 +55,8 @@ struct SchedulerConfig {
   UidRange attempt_uids;
   // The agent's workspace file system (daemon/pipeline/workspace_fs.h).
   WorkspaceLimits workspace_limits;
+  // Performance gates timed at once on this host (akad --timing-slots; daemon/pipeline/timing_slots.h).
+  int timing_slots = 1;
   // Set: attempts run as Slurm jobs (daemon/slurm/slurm_executor.h), not in this process.
   std::optional<slurm::SlurmConfig> slurm;
 };
@@ -114,6 +116,7 @@ class Scheduler {
   snapshot::SnapshotStore& snapshots_;
   GpuLeases& gpus_;
   SchedulerConfig config_;
+  TimingSlots timingSlots_;  // before executor_: its attempts hold slots
 
   // Held while choosing and claiming, so that each choice sees the previous one's effect.
   std::mutex claimMutex_;

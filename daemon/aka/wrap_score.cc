@@ -10,9 +10,9 @@
 #include "daemon/aka/checkout.h"
 #include "daemon/aka/classify.h"
 #include "daemon/aka/held_out_rules.h"
-#include "daemon/pipeline/score_result.h"
 #include "daemon/aka/wrap_runner.h"
 #include "daemon/pipeline/files.h"
+#include "daemon/pipeline/score_result.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

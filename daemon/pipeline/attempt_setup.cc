@@ -30,6 +30,7 @@ AttemptServices baseServices(const AttemptSetup& setup, const AttemptImages& ima
   s.agent_image = images.agent;
   s.scoring.sandbox_uid = setup.sandbox_uid;
   s.scoring.sandbox_gid = setup.sandbox_gid;
+  s.scoring.timing_slots = setup.timing_slots;
   return s;
 }
 

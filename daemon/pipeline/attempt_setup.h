@@ -11,6 +11,7 @@
 #include "common/result.h"
 #include "daemon/pipeline/attempt.h"
 #include "daemon/pipeline/image.h"
+#include "daemon/pipeline/timing_slots.h"
 
 namespace akad {
 
@@ -25,6 +26,7 @@ struct AttemptSetup {
   WorkspaceLimits workspace_limits;
   uid_t sandbox_uid = 0;
   gid_t sandbox_gid = 0;
+  TimingSlots* timing_slots = nullptr;  // the host's performance gates at once (timing_slots.h)
 };
 
 // The task's image, and for an agent that brings its own program (`image:` in its definition)

@@ -1,6 +1,7 @@
 #include "daemon/pipeline/score.h"
 
 #include "common/log.h"
+#include "common/time_text.h"
 #include "daemon/aka/build_cache.h"
 #include "daemon/aka/convert_held_out.h"
 #include "daemon/aka/held_out.h"
@@ -161,9 +162,22 @@ void scorePhase(const GateRunner& g, const fs::path& trusted, const Phase& p, co
   json& c = gates[prefix + "correctness"] = driven ? drivenCorrectnessGate(g, trusted, ws, p) : correctnessGate(g, ws, p);
   ok = c["pass"];
   if (!ok || !measurePerformance) return;
+  // Its own two CPUs for the gate's rounds (timing_slots.h); waited for only when all are held.
+  std::shared_ptr<void> slot;
+  if (env.timing_slots) {
+    if (env.timing_slots->held() >= env.timing_slots->capacity()) notify(prefix + "waiting to time");
+    slot = env.timing_slots->acquire([&env] { return env.canceller && env.canceller->cancelled(); });
+    if (!slot) {
+      gates[prefix + "performance"] = gate(false, "cancelled while waiting to be timed");
+      ok = false;
+      return;
+    }
+  }
   notify(prefix + "performance");
+  const std::string timedFrom = isoTimeUtc();
   json& perf = gates[prefix + "performance"] =
       driven ? drivenPerformanceGate(g, trusted, ws, p) : performanceGate(g, trusted, ws, p);
+  perf["timed"] = {{"from", timedFrom}, {"until", isoTimeUtc()}};  // while holding the slot
   if (perf["pass"]) speedup = perf["speedup"].get<double>();
   // Held-out configurations the pristine baseline cannot be timed on (a generated case checked
   // but too large to time, a shared GPU's memory) are no fault of the candidate's: its held-out

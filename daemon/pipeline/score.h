@@ -14,6 +14,7 @@
 #include "common/result.h"
 #include "daemon/pipeline/sandbox_run.h"
 #include "daemon/pipeline/task.h"
+#include "daemon/pipeline/timing_slots.h"
 
 namespace akad {
 
@@ -58,6 +59,9 @@ struct ScoringEnvironment {
   // so nothing decided from one is kept for later scorings (the held-out choice of an imported
   // AKA task), and a run's results say gpu_shared.
   bool gpu_shared = false;
+  // The host's performance gates at once (timing_slots.h): each holds a slot for its rounds.
+  // Unset: no limit (a Slurm node runs one attempt).
+  TimingSlots* timing_slots = nullptr;
 };
 
 // A task version's trusted build, and the harness's shared objects it linked, which the

@@ -42,7 +42,9 @@ class PipelineTest : public ::testing::Test {
   static void SetUpTestSuite() {
     // Its own trusted builds: the suite test counts them.
     daemon_ = new PipelineDaemon("suite", PipelineDaemon::Timing::Quick, PipelineDaemon::Cache::Own);
-    daemon_->start({"--workers", "2"});
+    // One performance gate at a time (as a two-CPU host has by default): the suite's test
+    // checks that none overlapped.
+    daemon_->start({"--workers", "2", "--timing-slots", "1"});
   }
   static void TearDownTestSuite() {
     // A daemon that stops takes its mount templates with it.
@@ -80,6 +82,17 @@ class PipelineAroundTest : public SuiteDaemon<PipelineAroundTest> {
 };
 
 const json& result(const json& attempt) { return attempt.at("result"); }
+
+// Each performance gate's [from, until) of the run's attempts, as the gate recorded it while it
+// held its timing slot (ISO times of one form, so they compare as strings), in order.
+std::vector<std::pair<std::string, std::string>> timedGates(const json& attempts) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const json& a : attempts)
+    for (const auto& [name, g] : a.at("result").at("gates").items())
+      if (g.contains("timed")) out.emplace_back(g["timed"]["from"], g["timed"]["until"]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 TEST_F(PipelineTest, ReferenceAgentBeatsTheBaselineOnEveryCpuTask) {
   json attempts = daemon_->waitRun(daemon_->submit({"cpu", "--agent", "reference"}), 1200s);
@@ -119,6 +132,12 @@ TEST_F(PipelineTest, ReferenceAgentBeatsTheBaselineOnEveryCpuTask) {
   EXPECT_DOUBLE_EQ(report.at("correctness_rate").get<double>(), 1.0);
   EXPECT_GT(report.at("geomean_speedup").get<double>(), 1.0);
   EXPECT_GT(report.at("faster_beyond_noise").get<double>(), 0.5) << "the reference solutions are several times faster";
+  // Two workers, one timing slot: no two performance gates were timed at once.
+  const auto timed = timedGates(attempts);
+  EXPECT_GE(timed.size(), 2 * attempts.size()) << "a visible and a held-out performance gate per attempt";
+  for (std::size_t i = 1; i < timed.size(); ++i)
+    EXPECT_GE(timed[i].first, timed[i - 1].second) << "a performance gate began at " << timed[i].first
+                                                   << " while another ran until " << timed[i - 1].second;
 }
 
 TEST_F(PipelineTest, NoopAgentScoresAboutOne) {
