@@ -60,6 +60,11 @@ int runResults(const std::string& id) {
     for (const auto& [name, g] : gates.items()) {
       std::cout << "  " << name << ": " << (g.value("pass", false) ? "pass" : "FAIL");
       if (g.contains("speedup")) std::cout << "  speedup " << fmt(g["speedup"], "%.3fx");
+      if (g.contains("speedup_interval")) {
+        const json& i = g["speedup_interval"];
+        std::cout << " [" << fmt(i.value("low", json()), "%.3f") << ", " << fmt(i.value("high", json()), "%.3f") << "]"
+                  << (i.value("within_noise", false) ? " within noise" : "");
+      }
       if (g.contains("reason")) std::cout << "  (" << str(g, "reason").substr(0, 200) << ")";
       std::cout << "\n";
       const json configs = g.value("configs", json::array());

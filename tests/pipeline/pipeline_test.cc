@@ -146,6 +146,10 @@ TEST_F(PipelineTest, NoopAgentScoresAboutOne) {
   EXPECT_TRUE(result(a).at("correct").get<bool>());
   EXPECT_NEAR(result(a).at("speedup").get<double>(), 1.0, 0.25);
   EXPECT_NEAR(result(a).at("held_out_speedup").get<double>(), 1.0, 0.35);
+  // akactl results shows each performance gate's speedup with its interval.
+  const std::string results = daemon_->ctl({"results", a.at("run_id").get<std::string>()}).out;
+  EXPECT_TRUE(std::regex_search(results, std::regex(R"(\n  performance: pass  speedup [0-9.]+x \[[0-9.]+, [0-9.]+\])")))
+      << results;
   // The agent's and the scorer's sandboxes copied kept mount templates (akad's default).
   EXPECT_FALSE(daemon_->templateMounts().empty()) << "no mount template was kept while the daemon ran";
 }
