@@ -39,9 +39,6 @@ bool quietRoundsHoldTheMedian(const std::vector<double>& roundMedians, double li
   return 2 * static_cast<std::size_t>(disturbed) < roundMedians.size();
 }
 
-}  // namespace akad
-
-namespace akad {
 namespace {
 
 // Student's t, two-sided 95%, by degrees of freedom (1-30; the normal's beyond).

@@ -27,10 +27,6 @@ double geometricMean(const std::vector<double>& values);
 // never speeds one up) are fewer than half. A median of zero never does.
 bool quietRoundsHoldTheMedian(const std::vector<double>& roundMedians, double limit);
 
-}  // namespace akad
-
-namespace akad {
-
 // How far a speedup can be trusted (docs/scoring.md, "Noise"). Each round pairs one baseline
 // and one candidate process, side by side in time; a round's speedup is the geometric mean over
 // configurations of its baseline median over its candidate median. The interval is the reported
