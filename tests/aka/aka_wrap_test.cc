@@ -413,7 +413,8 @@ TEST_F(AkaWrapScoring, AmdTritonOptionsAreDroppedAndRecordedWithAStandInTriton) 
 
 TEST_F(AkaWrapScoring, ThePristineBaselinesCachesAreKeptPerTaskVersionAcrossScorings) {
   const fs::path tree = candidate("fast", [](const fs::path& d) { std::ofstream(d / "source/py_dot.py") << kFastDot; });
-  ASSERT_TRUE(scoreCandidate(task_, tree, tmp_ / "score-1", environment()));
+  auto first = scoreCandidate(task_, tree, tmp_ / "score-1", environment());
+  ASSERT_TRUE(first) << first.error().message;
   const fs::path kept = environment().trusted_cache / task_.content_hash / "aka-jit-baseline" / "pycache";
   // Python's compiled standard library, written by the baseline's first run: a module whose
   // source does not change between scorings.
@@ -430,6 +431,12 @@ TEST_F(AkaWrapScoring, ThePristineBaselinesCachesAreKeptPerTaskVersionAcrossScor
   ASSERT_TRUE(second) << second.error().message;
   EXPECT_TRUE((*second)["correct"].get<bool>());
   EXPECT_EQ(fs::last_write_time(cached), firstWrite) << "the kept bytecode was written again: " << cached;
+  // The baseline's correctness command ran, untimed, in the task version's first scoring only:
+  // what its scripts build is then in the kept folder before any timed round.
+  EXPECT_TRUE(fs::exists(tmp_ / "score-1" / "logs" / "baseline-correctness.out"));
+  EXPECT_TRUE((*first)["stage_wall_s"].contains("baseline correctness")) << first->dump(2);
+  EXPECT_FALSE(fs::exists(tmp_ / "score-2" / "logs" / "baseline-correctness.out"));
+  EXPECT_FALSE((*second)["stage_wall_s"].contains("baseline correctness")) << second->dump(2);
 }
 
 // The compiled candidate module under a scoring's cache folder (Python's bytecode of
