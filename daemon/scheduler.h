@@ -80,6 +80,8 @@ class Scheduler {
   nlohmann::json describe() const;
   // The executor's kind and counters (no attempt or run ids: daemon.info answers everyone).
   nlohmann::json executorState() const { return executor_->describe(); }
+  // The host's performance gates at once, for attempts and task validations alike.
+  TimingSlots* timingSlots() { return &timingSlots_; }
   bool placesGpusElsewhere() const { return executor_->placesGpusElsewhere(); }
   const SchedulerConfig& config() const { return config_; }
   // Credentials an agent needs (API keys): kept in memory only, never in the store.

@@ -55,6 +55,7 @@ json validateOne(DaemonContext& ctx, const std::string& id, double minSpeedup, B
   env.sandbox_uid = cfg.sandbox_uid;
   env.sandbox_gid = cfg.sandbox_gid;
   env.canceller = job.canceller();
+  env.timing_slots = ctx.scheduler->timingSlots();  // validations are timed like attempts
   auto image = loadImageProfile(ctx.imagesDir, task->image);
   std::unique_ptr<GpuLease> lease;
   const GpuRequest want = gpuRequestOfTask(ctx, *task);
