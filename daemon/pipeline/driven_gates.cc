@@ -283,9 +283,9 @@ json drivenPerformanceGate(const GateRunner& g, const fs::path& trustedDir, cons
     double speedup = 0;
     configs.push_back(drivenConfigResult(name, times[0][name], times[1][name], speedup));
     speedups.push_back(speedup);
-    const Calibration cal(times[0][name]);
-    baseRounds.push_back(netRoundMedians(times[0][name], cal));
-    candRounds.push_back(netRoundMedians(times[1][name], cal));
+    const json& roundMedians = configs.back()["round_medians_ns"];
+    baseRounds.push_back(roundMedians["baseline"].get<std::vector<double>>());
+    candRounds.push_back(roundMedians["candidate"].get<std::vector<double>>());
   }
   json result = gate(true, "");
   result["configs"] = configs;

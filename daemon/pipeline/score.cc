@@ -165,8 +165,8 @@ void scorePhase(const GateRunner& g, const fs::path& trusted, const Phase& p, co
   // Its own two CPUs for the gate's rounds (timing_slots.h); waited for only when all are held.
   std::shared_ptr<void> slot;
   if (env.timing_slots) {
-    if (env.timing_slots->held() >= env.timing_slots->capacity()) notify(prefix + "waiting to time");
-    slot = env.timing_slots->acquire([&env] { return env.canceller && env.canceller->cancelled(); });
+    slot = env.timing_slots->acquire([&env] { return env.canceller && env.canceller->cancelled(); },
+                                     [&] { notify(prefix + "waiting to time"); });
     if (!slot) {
       gates[prefix + "performance"] = gate(false, "cancelled while waiting to be timed");
       ok = false;

@@ -5,10 +5,9 @@
 
 #include <chrono>
 #include <string>
+#include <optional>
 #include <utility>
 #include <vector>
-
-#include <optional>
 
 #include <nlohmann/json.hpp>
 

@@ -10,8 +10,13 @@ int TimingSlots::forThisHost() {
   return cpus >= 4 ? static_cast<int>(cpus / 2) : 1;
 }
 
-std::shared_ptr<void> TimingSlots::acquire(const std::function<bool()>& cancelled) {
+std::shared_ptr<void> TimingSlots::acquire(const std::function<bool()>& cancelled, const std::function<void()>& onWait) {
   std::unique_lock lock(mutex_);
+  if (held_ >= capacity_ && onWait) {
+    lock.unlock();  // the callback records a stage: no lock held while it does
+    onWait();
+    lock.lock();
+  }
   while (held_ >= capacity_) {
     if (cancelled && cancelled()) return nullptr;
     freed_.wait_for(lock, std::chrono::milliseconds(200));

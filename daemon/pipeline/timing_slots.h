@@ -18,9 +18,9 @@ class TimingSlots {
   explicit TimingSlots(int capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
   // The slots a host gets by default: half its CPUs, at least one.
   static int forThisHost();
-  // A slot, held while the returned handle lives; waits while all are held. `cancelled` is
-  // asked every 200 ms: true gives up and returns null.
-  std::shared_ptr<void> acquire(const std::function<bool()>& cancelled);
+  // A slot, held while the returned handle lives; waits while all are held, calling `onWait`
+  // once first when it has to. `cancelled` is asked every 200 ms: true gives up and returns null.
+  std::shared_ptr<void> acquire(const std::function<bool()>& cancelled, const std::function<void()>& onWait = {});
   int capacity() const { return capacity_; }
   int held() const;
 

@@ -15,12 +15,14 @@ using namespace std::chrono_literals;
 
 TEST(TimingSlots, AWaiterGoesOnOnlyWhenASlotIsGivenBack) {
   TimingSlots slots(1);
-  auto first = slots.acquire({});
+  std::atomic<int> waits{0};
+  auto first = slots.acquire({}, [&] { ++waits; });
   ASSERT_TRUE(first);
+  EXPECT_EQ(waits, 0) << "a free slot is no wait";
   EXPECT_EQ(slots.held(), 1);
   std::atomic<bool> got{false};
   std::thread waiter([&] {
-    auto second = slots.acquire({});
+    auto second = slots.acquire({}, [&] { ++waits; });
     got = second != nullptr;
     EXPECT_EQ(slots.held(), 1) << "the second holds the slot the first gave back";
   });
@@ -29,6 +31,7 @@ TEST(TimingSlots, AWaiterGoesOnOnlyWhenASlotIsGivenBack) {
   first.reset();
   waiter.join();
   EXPECT_TRUE(got);
+  EXPECT_EQ(waits, 1) << "the waiter said it waited, once";
   EXPECT_EQ(slots.held(), 0);
 }
 
