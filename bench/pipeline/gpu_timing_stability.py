@@ -68,7 +68,7 @@ def dobench(args):
 def summarise(args):
     with open(args.status) as f:
         status = json.load(f)
-    per_config, per_gpu = {}, {}
+    per_config, per_gpu, speedups = {}, {}, []
     for a in status["attempts"]:
         result = a.get("result") or {}
         perf = (result.get("gates") or {}).get("performance") or {}
@@ -78,6 +78,12 @@ def summarise(args):
             continue
         states = perf.get("gpu_states") or [{}]
         gpu = bus_location(((states[0].get("state") or {}).get("before") or {}).get("pci_bus_id"))
+        interval = result.get("speedup_interval") or {}
+        walls = result.get("stage_wall_s") or {}
+        print(f"attempt {a.get('id')}: speedup {result.get('speedup')} interval "
+              f"[{interval.get('low')}, {interval.get('high')}] over {len(interval.get('rounds') or [])} rounds, "
+              f"stages (s) {json.dumps(walls)}")
+        speedups.append(result.get("speedup"))
         for c in perf["configs"]:
             per_config.setdefault(c["name"], []).append(c["candidate"]["median_ns"] / 1e3)
             per_gpu.setdefault((c["name"], gpu), []).append(c["candidate"]["median_ns"] / 1e3)
@@ -94,6 +100,10 @@ def summarise(args):
         out["akad"][name] = {"medians_us": medians, "cv_percent": cv_percent(medians)}
         print(f"akad     {name:<16} n={len(medians):<3} mean median {statistics.fmean(medians):9.2f} us  "
               f"CV {cv_percent(medians) or float('nan'):.2f}%  values {[round(v, 2) for v in medians]}")
+    speedups = [v for v in speedups if isinstance(v, (int, float))]
+    out["speedups"] = {"values": speedups, "cv_percent": cv_percent(speedups)}
+    print(f"akad     speedups n={len(speedups)} CV {cv_percent(speedups) or float('nan'):.2f}%  values "
+          f"{[round(v, 3) for v in speedups]}")
     if sessions:
         print(f"do_bench {'(same kernel)':<16} n={len(sessions):<3} mean median {statistics.fmean(sessions):9.2f} us  "
               f"CV {cv_percent(sessions) or float('nan'):.2f}%  values {[round(v, 2) for v in sessions]}")
