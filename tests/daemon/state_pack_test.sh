@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/akad-state-pack with a real akad: refused while the daemon holds its state dir; after
-# its stop, the database, snapshots and task definitions go into the pack and the trusted builds
-# do not; unpacking refuses an existing dir, and an akad started on the unpacked one has the
+# its stop, the database, snapshots, task definitions and held-out choices go into the pack and
+# the trusted builds do not; unpacking refuses an existing dir, and an akad started on the unpacked one has the
 # run submitted to the first. (That such a run is scored to its end there, as after a restart,
 # was checked by hand on the CPU suite: docs/operations.md.)
 # Touches only its own temp dir, cgroup parent and daemons (by pid).
@@ -35,6 +35,7 @@ run=$("$akactl" --socket "$tmp/a.sock" --json submit cpu/softmax --agent noop | 
 mkdir -p "$tmp/state/tasks/feedface/def" "$tmp/state/tasks/feedface/trusted"
 echo def >"$tmp/state/tasks/feedface/def/task.yaml"
 echo built >"$tmp/state/tasks/feedface/trusted/runner"
+echo '{"kept": ["held-out-0"]}' >"$tmp/state/tasks/feedface/aka-held-out-kept.json"  # an AKA task's choice
 # The attempt's snapshot made (its scoring under way or done) before the stop.
 stage() {
   "$akactl" --socket "$tmp/a.sock" --json status "$run" |
@@ -56,6 +57,7 @@ grep -qx 'akad.db' <<<"$list" || fail "no akad.db in the pack"
 grep -qx 'audit.log' <<<"$list" || fail "no audit.log in the pack"
 grep -q '^snapshots/sha256/.*\.tar\.zst$' <<<"$list" || fail "the attempt's snapshot is not in the pack"
 grep -qx 'tasks/feedface/def/task.yaml' <<<"$list" || fail "no task definition in the pack"
+grep -qx 'tasks/feedface/aka-held-out-kept.json' <<<"$list" || fail "the held-out choice is not in the pack"
 if grep -q 'trusted' <<<"$list"; then fail "a trusted build went into the pack"; fi
 
 if bash "$pack" unpack "$tmp/p.tar.xz" "$tmp/state" 2>/dev/null; then fail "unpacked over an existing state dir"; fi
