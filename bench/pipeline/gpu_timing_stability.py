@@ -7,10 +7,13 @@
       kernel.hip; prints {"median_ms": ...}. Run it once per process: each run is one
       "session", like one akad scoring.
   gpu_timing_stability.py summarise --status STATUS.json --dobench FILE [--json OUT]
-      STATUS.json: `akactl --json status RUN` of a run that scored the same kernel N times;
-      FILE: one dobench JSON line per session. Prints, per configuration, the medians akad
-      reported for the candidate in every scoring, their coefficient of variation, and the same
-      for do_bench.
+      STATUS.json: `akactl --json status RUN` of a run that scored the same kernel N times
+      (or the attempts of several runs in one {"attempts": [...]}; scorings of different task
+      ids, e.g. one task and a copy of it with another timing plan, are summarised apart);
+      FILE: one dobench JSON line per session. Prints, per task and configuration, the medians
+      akad reported for the candidate in every scoring, their coefficient of variation, each
+      scoring's speedup and interval, the speedups' coefficient of variation, and the same for
+      do_bench.
 
 The coefficient of variation is the sample standard deviation over the mean, in percent.
 """
@@ -68,7 +71,8 @@ def dobench(args):
 def summarise(args):
     with open(args.status) as f:
         status = json.load(f)
-    per_config, per_gpu, speedups = {}, {}, []
+    per_config, per_gpu, speedups = {}, {}, {}
+    tasks = {a.get("task_id") for a in status["attempts"]}
     for a in status["attempts"]:
         result = a.get("result") or {}
         perf = (result.get("gates") or {}).get("performance") or {}
@@ -78,15 +82,18 @@ def summarise(args):
             continue
         states = perf.get("gpu_states") or [{}]
         gpu = bus_location(((states[0].get("state") or {}).get("before") or {}).get("pci_bus_id"))
+        task = a.get("task_id") or "?"
         interval = result.get("speedup_interval") or {}
         walls = result.get("stage_wall_s") or {}
-        print(f"attempt {a.get('id')}: speedup {result.get('speedup')} interval "
+        print(f"attempt {a.get('id')} ({task}): speedup {result.get('speedup')} interval "
               f"[{interval.get('low')}, {interval.get('high')}] over {len(interval.get('rounds') or [])} rounds, "
               f"stages (s) {json.dumps(walls)}")
-        speedups.append(result.get("speedup"))
+        if isinstance(result.get("speedup"), (int, float)):
+            speedups.setdefault(task, []).append(result["speedup"])
         for c in perf["configs"]:
-            per_config.setdefault(c["name"], []).append(c["candidate"]["median_ns"] / 1e3)
-            per_gpu.setdefault((c["name"], gpu), []).append(c["candidate"]["median_ns"] / 1e3)
+            name = c["name"] if len(tasks) == 1 else f"{task} {c['name']}"
+            per_config.setdefault(name, []).append(c["candidate"]["median_ns"] / 1e3)
+            per_gpu.setdefault((name, gpu), []).append(c["candidate"]["median_ns"] / 1e3)
     sessions, sessions_gpu = [], {}
     with open(args.dobench) as f:
         for line in f:
@@ -100,10 +107,11 @@ def summarise(args):
         out["akad"][name] = {"medians_us": medians, "cv_percent": cv_percent(medians)}
         print(f"akad     {name:<16} n={len(medians):<3} mean median {statistics.fmean(medians):9.2f} us  "
               f"CV {cv_percent(medians) or float('nan'):.2f}%  values {[round(v, 2) for v in medians]}")
-    speedups = [v for v in speedups if isinstance(v, (int, float))]
-    out["speedups"] = {"values": speedups, "cv_percent": cv_percent(speedups)}
-    print(f"akad     speedups n={len(speedups)} CV {cv_percent(speedups) or float('nan'):.2f}%  values "
-          f"{[round(v, 3) for v in speedups]}")
+    out["speedups"] = {}
+    for task, values in sorted(speedups.items()):
+        out["speedups"][task] = {"values": values, "cv_percent": cv_percent(values)}
+        print(f"akad     {task} speedups n={len(values)} CV {cv_percent(values) or float('nan'):.2f}%  values "
+              f"{[round(v, 3) for v in values]}")
     if sessions:
         print(f"do_bench {'(same kernel)':<16} n={len(sessions):<3} mean median {statistics.fmean(sessions):9.2f} us  "
               f"CV {cv_percent(sessions) or float('nan'):.2f}%  values {[round(v, 2) for v in sessions]}")
