@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <optional>
 
 #include "common/log.h"
@@ -141,7 +140,9 @@ class WrapScoring {
                 (*r)["reason"].get<std::string>());
       return {};
     }
-    std::ofstream(marker) << "the pristine baseline's correctness command ran with this folder\n";
+    // Unwritten, the next scoring only runs the command again.
+    if (auto w = writeFile(marker, "the pristine baseline's correctness command ran with this folder\n"); !w)
+      log::warn(task_.id, ": ", w.error().message);
     return {};
   }
 

@@ -4,8 +4,8 @@
 // wall time went.
 
 #include <chrono>
-#include <string>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
