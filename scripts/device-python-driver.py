@@ -8,6 +8,11 @@
   ipc-import PATH             opens that handle and reads the buffer, or says why not
   verdict FILE                one line for an akacheck verdict
   summary WORK TASK...        the table of the run
+  procs-plan PLAN OUT CONFIG  PLAN (a perf plan) with CONFIG (JSON) as its one configuration
+  sample CWD OUT STOP         every 50 ms until STOP exists: the CPU and the involuntary context
+                              switches of each python process working in CWD (driver_main.py or
+                              runner_main.py), one JSON line per process at the end into OUT
+  procs-summary WORK TID      one line per process pair of the procs phase, and per arrangement
 """
 import glob
 import importlib.util
@@ -255,6 +260,80 @@ def attack_summary(work, tid):
               f"{verdict(work, tid + '-perf-' + a + '-0')}; {times or 'no perf report'}")
 
 
+def procs_plan(plan, out, config):
+    p = json.load(open(plan))
+    c = json.loads(config)
+    p["cases"] = [{"name": c["name"], "config": c}]
+    g = p["perf"]["groups"][0]
+    g.update({"name": c["name"], "cases": [c["name"]]})
+    p["perf"]["groups"] = [g]
+    json.dump(p, open(out, "w"))
+
+
+def _proc_fields(pid):
+    """(role, cpu, involuntary switches, voluntary switches, threads) of a harness process, or None."""
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        role = "driver" if any(a.endswith(b"driver_main.py") for a in cmd) else \
+            "worker" if any(a.endswith(b"runner_main.py") for a in cmd) else None
+        if role is None:
+            return None
+        stat = open(f"/proc/{pid}/stat").read()
+        cpu = int(stat[stat.rindex(")") + 2:].split()[36])  # field 39, "processor"
+        status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+        return (role, cpu, int(status["nonvoluntary_ctxt_switches"]), int(status["voluntary_ctxt_switches"]),
+                int(status["Threads"]))
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def sample(cwd, out, stop):
+    """Only processes by their working directory (this run's workspace), read, never signalled."""
+    cwd = os.path.realpath(cwd)
+    seen = {}
+    while not os.path.exists(stop):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{pid}/cwd") != cwd:
+                    continue
+            except OSError:
+                continue
+            f = _proc_fields(pid)
+            if f is None:
+                continue
+            d = seen.setdefault(pid, {"pid": int(pid), "role": f[0], "cpus": [], "nivcsw": 0, "nvcsw": 0, "threads": 0})
+            d["cpus"].append(f[1])
+            d["nivcsw"], d["nvcsw"], d["threads"] = f[2], f[3], max(d["threads"], f[4])
+        time.sleep(0.05)
+    with open(out, "w") as o:
+        for d in seen.values():
+            o.write(json.dumps(d) + "\n")
+
+
+def procs_summary(work, tid):
+    us = lambda ns: ns / 1e3
+    by_arr = {}
+    for path in sorted(glob.glob(f"{work}/{tid}-procs-*-*/report.json"), key=os.path.getmtime):
+        run = os.path.dirname(path)
+        arr = os.path.basename(run).split("-procs-")[1].rsplit("-", 1)[0]
+        g = json.load(open(path))["groups"][0]
+        net = median(g["samples_ns"]) - median(g["empty_ns"])
+        procs = [json.loads(line) for line in open(run + ".procs.jsonl")] if os.path.exists(run + ".procs.jsonl") else []
+        side = {p["role"]: p for p in procs}
+        drv, wrk = side.get("driver", {}), side.get("worker", {})
+        n = min(len(drv.get("cpus", [])), len(wrk.get("cpus", [])))
+        shared = sum(1 for a, b in zip(drv.get("cpus", [])[-n:], wrk.get("cpus", [])[-n:]) if a == b)
+        by_arr.setdefault(arr, []).append(net)
+        print(f"  {os.path.basename(run)}: net {us(net):7.1f} us (empty {us(median(g['empty_ns'])):5.1f} us, "
+              f"in-process {us(median(g['inproc_ns'])):6.1f} us); driver CPUs {sorted(set(drv.get('cpus', [])))} "
+              f"invol {drv.get('nivcsw', '?')} threads {drv.get('threads', '?')}; worker CPUs "
+              f"{sorted(set(wrk.get('cpus', [])))} invol {wrk.get('nivcsw', '?')} threads {wrk.get('threads', '?')}; "
+              f"same CPU in {shared}/{n} samples")
+    for arr, nets in by_arr.items():
+        print(f"  {arr}: {len(nets)} process pairs, net median {us(median(nets)):.1f} us, "
+              f"min-max {us(min(nets)):.1f}-{us(max(nets)):.1f} us, CV {cv(nets):.3f}")
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "compare":
@@ -269,6 +348,12 @@ def main(argv):
         print(verdict_line(argv[2]))
     elif cmd == "summary":
         summary(argv[2], argv[3:])
+    elif cmd == "procs-plan":
+        procs_plan(argv[2], argv[3], argv[4])
+    elif cmd == "sample":
+        sample(argv[2], argv[3], argv[4])
+    elif cmd == "procs-summary":
+        procs_summary(argv[2], argv[3])
     else:
         sys.stderr.write(__doc__)
         return 2
