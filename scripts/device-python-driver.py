@@ -316,16 +316,16 @@ def procs_summary(work, tid):
     for path in sorted(glob.glob(f"{work}/{tid}-procs-*-*/report.json"), key=os.path.getmtime):
         run = os.path.dirname(path)
         arr = os.path.basename(run).split("-procs-")[1].rsplit("-", 1)[0]
-        g = json.load(open(path))["groups"][0]
-        net = median(g["samples_ns"]) - median(g["empty_ns"])
+        g = next(iter(reports(work, os.path.basename(run)).values()))  # its one configuration
+        net = median(g["samples"]) - median(g["empty"])
         procs = [json.loads(line) for line in open(run + ".procs.jsonl")] if os.path.exists(run + ".procs.jsonl") else []
         side = {p["role"]: p for p in procs}
         drv, wrk = side.get("driver", {}), side.get("worker", {})
         n = min(len(drv.get("cpus", [])), len(wrk.get("cpus", [])))
         shared = sum(1 for a, b in zip(drv.get("cpus", [])[-n:], wrk.get("cpus", [])[-n:]) if a == b)
         by_arr.setdefault(arr, []).append(net)
-        print(f"  {os.path.basename(run)}: net {us(net):7.1f} us (empty {us(median(g['empty_ns'])):5.1f} us, "
-              f"in-process {us(median(g['inproc_ns'])):6.1f} us); driver CPUs {sorted(set(drv.get('cpus', [])))} "
+        print(f"  {os.path.basename(run)}: net {us(net):7.1f} us (empty {us(median(g['empty'])):5.1f} us, "
+              f"in-process {us(median(g['inproc'])):6.1f} us); driver CPUs {sorted(set(drv.get('cpus', [])))} "
               f"invol {drv.get('nivcsw', '?')} threads {drv.get('threads', '?')}; worker CPUs "
               f"{sorted(set(wrk.get('cpus', [])))} invol {wrk.get('nivcsw', '?')} threads {wrk.get('threads', '?')}; "
               f"same CPU in {shared}/{n} samples")
