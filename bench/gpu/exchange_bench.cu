@@ -39,9 +39,33 @@
 // With EXCHANGE_PIN=D,W the driver runs on CPU D and every worker on CPU W (spread-procs only):
 // whether the two processes' placement (two spinners on one core) moves the figure.
 //
-//   exchange_bench [ITERS] [full|pool|tlb|spread|spread-procs]
+// `gate` asks whether a window queued on the GPU behind a gate hides a slow host launch (a
+// Python or Triton launch of 20-45 us, which a queued window of short kernels times today). Per
+// set size (4, 16 and 64 MiB) and host launch cost L (0, 25 and 50 us of busy waiting before each
+// launch), windows of 20 calls in these modes, interleaved window by window:
+//   queued      today's: the pool lent at T0, the worker launches the calls (L before each), then
+//               synchronises and says done
+//   gated       untimed, the worker maps the pool and queues a gate kernel (it spins on a word of
+//               the shared page, host memory mapped for the GPU) and then the calls (L before
+//               each); timed, T0, the driver's own CPU store opens the gate, the worker
+//               synchronises and says done, T1
+//   gated-fill  as gated, but the driver fills the pool, poisons the outputs and writes the L2
+//               flush only after the calls are queued (while the gate spins in the worker's
+//               context), then waits for the gate's heartbeat to move (the GPU is back in the
+//               worker's context) before T0: what the candidate could see before T0 is not yet
+//               its inputs
+//   gated-copy  as gated, but the window's inputs reach the pool only inside the clock: T0, the
+//               driver copies the 20 sets the calls use from its own memory into the pool (copy
+//               engine), waits for the copy, opens the gate; so nothing input-dependent can be done
+//               untimed, and the copy, in every window, is calibrated away with the rest
+//   and each mode's empty window (no calls), the calibration. It prints per mode the driver's
+//   time per call (median, CV), the worker's events per call (from the gate's end), the net time
+//   (less the empty window's median) and, for gated-fill, how long the untimed fill took.
+//
+//   exchange_bench [ITERS] [full|pool|tlb|spread|spread-procs|gate]
 //   (nvcc -O2 -o exchange_bench exchange_bench.cu -lcuda; spread: ITERS windows per mode, 60 if
-//   ITERS is not above 0; spread-procs: ITERS groups per arrangement, 8 if not above 0)
+//   ITERS is not above 0; spread-procs: ITERS groups per arrangement, 8 if not above 0; gate:
+//   ITERS windows per mode, 30 if not above 0)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -93,7 +117,8 @@ constexpr int kGroupWindows = 20;  // windows of a spread group (a scorer's figu
 struct Page {
   std::atomic<uint32_t> go{0}, done{0};
   uint32_t kernel = 0;  // 0 empty, 1 scale, 2 quit, 3 prime (an empty kernel, untimed),
-                        // 4 spread window, 5 spread prime (100 us of GPU work, untimed)
+                        // 4 spread window, 5 spread prime (100 us of GPU work, untimed),
+                        // 6 gate: queue a gated window, 7 gate: synchronise it
   uint32_t lend = 0;    // 1: this call's input comes as a new allocation's descriptor after go
   uint64_t elems = 0;
   uint64_t lendBytes = 0;
@@ -108,6 +133,12 @@ struct Page {
   // spread: the worker's pool `which` (0 fresh, 1 reuse), `calls` calls, call j on slot slots[j]
   uint32_t which = 0, calls = 0;
   uint32_t slots[kSpreadCalls] = {};
+  // gate: the host launch cost before each call, the gate word the gate kernel waits for (the
+  // driver opens it with a CPU store), the gate kernel's heartbeat and whether it timed out.
+  uint32_t launchNs = 0;
+  std::atomic<uint32_t> gate{0};
+  uint32_t gateTimedOut = 0;
+  uint64_t beat = 0;
 };
 static_assert(sizeof(Page) <= 4096, "the page is one shared page");
 
@@ -138,6 +169,30 @@ __global__ void spinKernel(uint64_t ns) {
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (t - t0 < ns);
+}
+
+// The gate: one thread spins until the host word `gate` reads `want` (or 5 s pass), writing a
+// heartbeat to host memory as it goes, so the driver can see the GPU running this context.
+__global__ void gateKernel(const volatile uint32_t* gate, uint32_t want, volatile uint64_t* beat,
+                           volatile uint32_t* timedOut) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (uint64_t i = 1;; ++i) {
+    if (*gate == want) return;
+    *beat = i;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > 5000000000ull) {
+      *timedOut = 1;
+      return;
+    }
+  }
+}
+
+// Busy-waits `ns` of host time: a launch that costs that much on the host (Python, Triton).
+void hostCost(uint32_t ns) {
+  if (ns == 0) return;
+  const auto until = Clock::now() + std::chrono::nanoseconds(ns);
+  while (Clock::now() < until) __builtin_ia32_pause();
 }
 
 void launch(uint32_t kernel, const void* in, void* out, uint64_t elems, cudaStream_t s) {
@@ -235,20 +290,23 @@ void spreadStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaE
     bases[w] = reinterpret_cast<CUdeviceptr>(mapHandle(pools[w], size));
     page->mapUs = std::chrono::duration<float, std::micro>(Clock::now() - m0).count();
   }
-  if (w > 1 || !bases[w] || calls == 0 || calls > uint32_t(kSpreadCalls)) {
+  if (w > 1 || !bases[w] || calls > uint32_t(kSpreadCalls)) {
     std::fprintf(stderr, "spread: pool %u not mapped or %u calls\n", w, calls);
     std::exit(1);
   }
   const unsigned char* pool = reinterpret_cast<const unsigned char*>(bases[w]);
   CK(cudaEventRecord(e0, s));
-  for (uint32_t j = 0; j < calls; ++j)
-    launch(1, pool + uint64_t(page->slots[j]) * page->slotBytes, outs + uint64_t(j) * kMaxBytes, page->elems, s);
+  for (uint32_t j = 0; j < calls; ++j) {
+    hostCost(page->launchNs);
+    launch(page->elems ? 1 : 0, pool + uint64_t(page->slots[j]) * page->slotBytes, outs + uint64_t(j) * kMaxBytes,
+           page->elems, s);
+  }
   CK(cudaGetLastError());
   CK(cudaEventRecord(e1, s));
   CK(cudaStreamSynchronize(s));
   float ms = 0;
   CK(cudaEventElapsedTime(&ms, e0, e1));
-  page->eventUs = ms * 1000.f / float(calls);
+  page->eventUs = calls ? ms * 1000.f / float(calls) : 0.f;
   page->done.store(n, std::memory_order_release);
   if (end) {
     CU(cuMemUnmap(bases[w], size));
@@ -256,6 +314,66 @@ void spreadStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaE
     CU(cuMemRelease(pools[w]));
     bases[w] = 0;
   }
+}
+
+// The page's gate words as the GPU sees them (the page registered as mapped host memory).
+struct GateWords {
+  const volatile uint32_t* gate = nullptr;
+  volatile uint64_t* beat = nullptr;
+  volatile uint32_t* timedOut = nullptr;
+};
+
+GateWords mapGateWords(Page* page) {
+  CK(cudaHostRegister(page, 4096, cudaHostRegisterMapped));
+  unsigned char* dev = nullptr;
+  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), page, 0));
+  auto at = [&](const void* field) { return dev + (static_cast<const unsigned char*>(field) - reinterpret_cast<unsigned char*>(page)); };
+  return {reinterpret_cast<const volatile uint32_t*>(at(&page->gate)), reinterpret_cast<volatile uint64_t*>(at(&page->beat)),
+          reinterpret_cast<volatile uint32_t*>(at(&page->gateTimedOut))};
+}
+
+// The worker's part of the gate mode. 6 (untimed): receive and map the window's pool, queue the
+// gate kernel (it opens when the page's gate word reads n) and after it `calls` calls, each after
+// the host launch cost, with events around the calls; done. 7 (timed): synchronise, the events'
+// time per call into the page, done; then unmap the pool.
+void gateStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, uint32_t n) {
+  static const GateWords words = mapGateWords(page);  // on the first gate window only
+  static CUmemGenericAllocationHandle pool{};
+  static CUdeviceptr base = 0;
+  static uint64_t size = 0;
+  static uint32_t calls = 0;
+  if (page->kernel == 6) {
+    size = page->poolBytes;
+    calls = page->calls;
+    const int pfd = receiveFd(sock);
+    CU(cuMemImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<uintptr_t>(pfd)),
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    close(pfd);
+    base = reinterpret_cast<CUdeviceptr>(mapHandle(pool, size));
+    if (calls > uint32_t(kSpreadCalls)) std::fprintf(stderr, "gate: %u calls\n", calls), std::exit(1);
+    page->gateTimedOut = 0;
+    gateKernel<<<1, 1, 0, s>>>(words.gate, n, words.beat, words.timedOut);
+    CK(cudaEventRecord(e0, s));
+    const unsigned char* in = reinterpret_cast<const unsigned char*>(base);
+    for (uint32_t j = 0; j < calls; ++j) {
+      hostCost(page->launchNs);
+      launch(page->elems ? 1 : 0, in + uint64_t(page->slots[j]) * page->slotBytes, outs + uint64_t(j) * kMaxBytes,
+             page->elems, s);
+    }
+    CK(cudaEventRecord(e1, s));
+    CK(cudaGetLastError());
+    page->done.store(n, std::memory_order_release);
+    return;
+  }
+  CK(cudaStreamSynchronize(s));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  page->eventUs = calls ? ms * 1000.f / float(calls) : 0.f;
+  page->done.store(n, std::memory_order_release);
+  CU(cuMemUnmap(base, size));
+  CU(cuMemAddressFree(base, size));
+  CU(cuMemRelease(pool));
+  base = 0;
 }
 
 void worker(Page* page, int sock) {
@@ -279,6 +397,10 @@ void worker(Page* page, int sock) {
   for (uint32_t n = 1;; ++n) {
     spinUntil(page->go, n);
     if (page->kernel == 2) break;
+    if (page->kernel == 6 || page->kernel == 7) {
+      gateStep(page, sock, base + 2 * kMaxBytes, s, e0, e1, n);
+      continue;
+    }
     if (page->kernel == 3) {
       launch(0, nullptr, nullptr, 0, s);
       CK(cudaStreamSynchronize(s));
@@ -793,6 +915,131 @@ struct Driver {
     }
   }
 
+  // Waits (at most 1 s) until the gate kernel's heartbeat moves: the GPU runs the worker's
+  // context now. False if it did not.
+  bool gateRunning() {
+    const volatile uint64_t* beat = &page->beat;
+    const uint64_t b0 = *beat;
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    while (*beat == b0)
+      if (Clock::now() > until) return false;
+    return true;
+  }
+
+  void* gateStaging = nullptr;  // gated-copy: the driver's own copy of a window's 20 input sets
+
+  // One window of the gate mode (see the top): mode 0 queued, 1 gated, 2 gated-fill, 3 gated-copy; `calls`
+  // calls (0: the empty window) of `bytes` each with `launchNs` of host cost before each launch.
+  // Returns the driver's time over kSpreadCalls; *eventUs the worker's events per call, *fillUs
+  // the untimed fill of gated-fill.
+  double gateWindow(int mode, uint32_t calls, uint64_t bytes, uint32_t seed, uint32_t launchNs, float* eventUs,
+                    double* fillUs) {
+    constexpr int K = kSpreadCalls;
+    SpreadPool pool = makePool(2 * K * bytes);
+    auto prepare = [&] {
+      if (mode == 3)
+        fillKernel<<<132 * 8, 256, 0, s>>>(static_cast<float4*>(gateStaging), K * bytes / sizeof(float4), seed);
+      else
+        fillKernel<<<132 * 8, 256, 0, s>>>(static_cast<float4*>(pool.mine), pool.size / sizeof(float4), seed);
+      CK(cudaGetLastError());
+      for (int j = 0; j < K; ++j) CK(cudaMemsetAsync(shared + 2 * kMaxBytes + uint64_t(j) * kMaxBytes, 0xff, bytes, s));
+      CK(cudaMemsetAsync(flushBuf, int(seed & 0xff), uint64_t(256) << 20, s));
+      CK(cudaStreamSynchronize(s));
+    };
+    page->which = 0;
+    page->calls = calls;
+    page->slotBytes = bytes;
+    page->poolBytes = pool.size;
+    page->elems = bytes / 4;
+    page->launchNs = launchNs;
+    for (int j = 0; j < K; ++j) page->slots[j] = uint32_t(2 * j + next() % 2);
+    *fillUs = 0;
+    Clock::time_point t0, t1;
+    if (mode == 0) {
+      prepare();
+      page->poolStart = page->poolEnd = 1;
+      exchange(5);
+      t0 = Clock::now();
+      sendFd(sock, pool.fd);
+      exchange(4);
+      t1 = Clock::now();
+      page->poolStart = page->poolEnd = 0;
+    } else {
+      if (mode != 2) prepare();
+      sendFd(sock, pool.fd);
+      exchange(6);  // untimed: the worker maps the pool and queues the gate and the calls
+      const uint32_t want = seq;
+      if (mode == 2) {
+        const auto f0 = Clock::now();
+        prepare();
+        *fillUs = std::chrono::duration<double, std::micro>(Clock::now() - f0).count();
+      }
+      if (!gateRunning()) std::fprintf(stderr, "gate: the gate kernel's heartbeat did not move\n"), std::exit(1);
+      t0 = Clock::now();
+      if (mode == 3) {
+        void* dsts[kSpreadCalls];
+        const void* srcs[kSpreadCalls];
+        size_t sizes[kSpreadCalls];
+        for (int j = 0; j < K; ++j) {
+          dsts[j] = static_cast<unsigned char*>(pool.mine) + uint64_t(page->slots[j]) * bytes;
+          srcs[j] = static_cast<unsigned char*>(gateStaging) + uint64_t(j) * bytes;
+          sizes[j] = bytes;
+        }
+        cudaMemcpyAttributes attr{};
+        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+        size_t idx = 0;
+        CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, K, &attr, &idx, 1, s));
+        CK(cudaStreamSynchronize(s));
+      }
+      page->gate.store(want, std::memory_order_release);
+      exchange(7);
+      t1 = Clock::now();
+      if (page->gateTimedOut) std::fprintf(stderr, "gate: the gate timed out\n"), std::exit(1);
+    }
+    page->launchNs = 0;
+    freePool(pool);
+    *eventUs = page->eventUs;
+    return std::chrono::duration<double, std::micro>(t1 - t0).count() / K;
+  }
+
+  // exchange_bench ITERS gate (see the top): per size and host launch cost, 3 + W windows of
+  // each mode and its empty window, interleaved; the first 3 of each are discarded.
+  void gate(int W) {
+    static const char* names[4] = {"queued", "gated", "gated-fill", "gated-copy"};
+    for (uint64_t bytes : {uint64_t(4) << 20, uint64_t(16) << 20, kMaxBytes}) {
+      CK(cudaMalloc(&gateStaging, kSpreadCalls * bytes));
+      for (uint32_t launchNs : {0u, 25000u, 50000u}) {
+        std::vector<double> drv[4][2], ev[4][2], fill;
+        uint32_t window = 0;
+        for (int i = 0; i < W + 3; ++i)
+          for (int m = 0; m < 4; ++m)
+            for (int e = 0; e < 2; ++e) {
+              float evUs = 0;
+              double fillUs = 0;
+              const double us = gateWindow(m, e ? 0 : kSpreadCalls, bytes, seedOf(window++, bytes), launchNs, &evUs, &fillUs);
+              if (i < 3) continue;
+              drv[m][e].push_back(us);
+              ev[m][e].push_back(evUs);
+              if (m == 2 && e == 0) fill.push_back(fillUs);
+            }
+        for (int m = 0; m < 4; ++m) {
+          const Spread a = spreadOf(drv[m][0]), b = spreadOf(ev[m][0]), c = spreadOf(drv[m][1]);
+          std::printf("gate size=%lluMiB launch_us=%u mode=%s windows=%zu calls=%d driver_us med=%.2f cv=%.2f%% "
+                      "events_us med=%.2f empty_us med=%.2f cv=%.2f%% net_us=%.2f net_minus_events_us=%.2f",
+                      static_cast<unsigned long long>(bytes >> 20), launchNs / 1000, names[m], drv[m][0].size(),
+                      kSpreadCalls, a.median, 100 * a.cv, b.median, c.median, 100 * c.cv, a.median - c.median,
+                      a.median - c.median - b.median);
+          if (m == 2) std::printf(" untimed_fill_us med=%.1f max=%.1f", spreadOf(fill).median, spreadOf(fill).max);
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+      CK(cudaFree(gateStaging));
+      gateStaging = nullptr;
+    }
+  }
+
   static void spreadReport(uint64_t bytes, const char* mode, const std::vector<double>& drv,
                            const std::vector<double>& ev, const std::vector<double>& mp) {
     const Spread a = spreadOf(drv), b = spreadOf(ev);
@@ -961,6 +1208,10 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "spread") {
     // exchange_bench ITERS spread: fresh against reused pools, window by window (see the top).
     d.spread(iters > 0 ? iters : 60);
+    return d.quit(pid);
+  }
+  if (argc > 2 && std::string(argv[2]) == "gate") {
+    d.gate(iters > 0 ? iters : 30);
     return d.quit(pid);
   }
   std::printf("%-7s %-4s %-6s %8s | %9s %9s %9s %6s | %9s %7s\n", "strat", "pre", "kernel", "bytes", "median_us",
