@@ -58,6 +58,12 @@
 //               driver copies the 20 sets the calls use from its own memory into the pool (copy
 //               engine), waits for the copy, opens the gate; so nothing input-dependent can be done
 //               untimed, and the copy, in every window, is calibrated away with the rest
+//   gated-map   the pool's bytes stay out of the worker until T0, as in queued, but its addresses
+//               do not: untimed, the worker reserves the pool's address range (nothing mapped
+//               there) and queues the gate and the calls with pointers into it; timed, T0, the
+//               driver sends the pool's descriptor, the worker maps it into the reserved range,
+//               opens the gate itself (a kernel that ran before the mapping would fault, so an
+//               early opening gains nothing), synchronises, done
 //   and each mode's empty window (no calls), the calibration. It prints per mode the driver's
 //   time per call (median, CV), the worker's events per call (from the gate's end), the net time
 //   (less the empty window's median) and, for gated-fill, how long the untimed fill took.
@@ -118,7 +124,8 @@ struct Page {
   std::atomic<uint32_t> go{0}, done{0};
   uint32_t kernel = 0;  // 0 empty, 1 scale, 2 quit, 3 prime (an empty kernel, untimed),
                         // 4 spread window, 5 spread prime (100 us of GPU work, untimed),
-                        // 6 gate: queue a gated window, 7 gate: synchronise it
+                        // 6 gate: queue a gated window, 7 gate: synchronise it,
+                        // 8 gated-map: reserve and queue, 9 gated-map: map, open, synchronise
   uint32_t lend = 0;    // 1: this call's input comes as a new allocation's descriptor after go
   uint64_t elems = 0;
   uint64_t lendBytes = 0;
@@ -336,20 +343,40 @@ GateWords mapGateWords(Page* page) {
 // gate kernel (it opens when the page's gate word reads n) and after it `calls` calls, each after
 // the host launch cost, with events around the calls; done. 7 (timed): synchronise, the events'
 // time per call into the page, done; then unmap the pool.
+// 8 and 9 are gated-map's: 8 (untimed) reserves the pool's address range and queues the gate and
+// the calls into it, 9 (timed) receives the pool, maps it there, opens the gate, synchronises.
 void gateStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, uint32_t n) {
   static const GateWords words = mapGateWords(page);  // on the first gate window only
   static CUmemGenericAllocationHandle pool{};
   static CUdeviceptr base = 0;
   static uint64_t size = 0;
-  static uint32_t calls = 0;
-  if (page->kernel == 6) {
-    size = page->poolBytes;
-    calls = page->calls;
+  static uint32_t calls = 0, queuedAt = 0;
+  auto importPool = [&] {
     const int pfd = receiveFd(sock);
     CU(cuMemImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<uintptr_t>(pfd)),
                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
     close(pfd);
-    base = reinterpret_cast<CUdeviceptr>(mapHandle(pool, size));
+  };
+  if (page->kernel == 9) {
+    importPool();
+    CU(cuMemMap(base, size, 0, pool, 0));
+    CUmemAccessDesc a{};
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = 0;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU(cuMemSetAccess(base, size, &a, 1));
+    page->gate.store(queuedAt, std::memory_order_release);  // the worker's own store: see the top
+  }
+  if (page->kernel == 6 || page->kernel == 8) {
+    size = page->poolBytes;
+    calls = page->calls;
+    queuedAt = n;
+    if (page->kernel == 6) {
+      importPool();
+      base = reinterpret_cast<CUdeviceptr>(mapHandle(pool, size));
+    } else {
+      CU(cuMemAddressReserve(&base, size, 0, 0, 0));
+    }
     if (calls > uint32_t(kSpreadCalls)) std::fprintf(stderr, "gate: %u calls\n", calls), std::exit(1);
     page->gateTimedOut = 0;
     gateKernel<<<1, 1, 0, s>>>(words.gate, n, words.beat, words.timedOut);
@@ -397,7 +424,7 @@ void worker(Page* page, int sock) {
   for (uint32_t n = 1;; ++n) {
     spinUntil(page->go, n);
     if (page->kernel == 2) break;
-    if (page->kernel == 6 || page->kernel == 7) {
+    if (page->kernel >= 6 && page->kernel <= 9) {
       gateStep(page, sock, base + 2 * kMaxBytes, s, e0, e1, n);
       continue;
     }
@@ -928,7 +955,8 @@ struct Driver {
 
   void* gateStaging = nullptr;  // gated-copy: the driver's own copy of a window's 20 input sets
 
-  // One window of the gate mode (see the top): mode 0 queued, 1 gated, 2 gated-fill, 3 gated-copy; `calls`
+  // One window of the gate mode (see the top): mode 0 queued, 1 gated, 2 gated-fill, 3 gated-copy,
+  // 4 gated-map; `calls`
   // calls (0: the empty window) of `bytes` each with `launchNs` of host cost before each launch.
   // Returns the driver's time over kSpreadCalls; *eventUs the worker's events per call, *fillUs
   // the untimed fill of gated-fill.
@@ -964,6 +992,15 @@ struct Driver {
       exchange(4);
       t1 = Clock::now();
       page->poolStart = page->poolEnd = 0;
+    } else if (mode == 4) {
+      prepare();
+      exchange(8);  // untimed: the worker reserves the pool's addresses, queues the gate and the calls
+      if (!gateRunning()) std::fprintf(stderr, "gate: the gate kernel's heartbeat did not move\n"), std::exit(1);
+      t0 = Clock::now();
+      sendFd(sock, pool.fd);
+      exchange(9);
+      t1 = Clock::now();
+      if (page->gateTimedOut) std::fprintf(stderr, "gate: the gate timed out\n"), std::exit(1);
     } else {
       if (mode != 2) prepare();
       sendFd(sock, pool.fd);
@@ -1006,14 +1043,14 @@ struct Driver {
   // exchange_bench ITERS gate (see the top): per size and host launch cost, 3 + W windows of
   // each mode and its empty window, interleaved; the first 3 of each are discarded.
   void gate(int W) {
-    static const char* names[4] = {"queued", "gated", "gated-fill", "gated-copy"};
+    static const char* names[5] = {"queued", "gated", "gated-fill", "gated-copy", "gated-map"};
     for (uint64_t bytes : {uint64_t(4) << 20, uint64_t(16) << 20, kMaxBytes}) {
       CK(cudaMalloc(&gateStaging, kSpreadCalls * bytes));
       for (uint32_t launchNs : {0u, 25000u, 50000u}) {
-        std::vector<double> drv[4][2], ev[4][2], fill;
+        std::vector<double> drv[5][2], ev[5][2], fill;
         uint32_t window = 0;
         for (int i = 0; i < W + 3; ++i)
-          for (int m = 0; m < 4; ++m)
+          for (int m = 0; m < 5; ++m)
             for (int e = 0; e < 2; ++e) {
               float evUs = 0;
               double fillUs = 0;
@@ -1023,7 +1060,7 @@ struct Driver {
               ev[m][e].push_back(evUs);
               if (m == 2 && e == 0) fill.push_back(fillUs);
             }
-        for (int m = 0; m < 4; ++m) {
+        for (int m = 0; m < 5; ++m) {
           const Spread a = spreadOf(drv[m][0]), b = spreadOf(ev[m][0]), c = spreadOf(drv[m][1]);
           std::printf("gate size=%lluMiB launch_us=%u mode=%s windows=%zu calls=%d driver_us med=%.2f cv=%.2f%% "
                       "events_us med=%.2f empty_us med=%.2f cv=%.2f%% net_us=%.2f net_minus_events_us=%.2f",
