@@ -253,15 +253,20 @@ CUmemAllocationProp props() {
   return p;
 }
 
-void* mapHandle(CUmemGenericAllocationHandle h, size_t size) {
-  CUdeviceptr base;
-  CU(cuMemAddressReserve(&base, size, 0, 0, 0));
+// Maps h at `base` (an address range reserved for it) read-write for device 0.
+void mapAt(CUdeviceptr base, CUmemGenericAllocationHandle h, size_t size) {
   CU(cuMemMap(base, size, 0, h, 0));
   CUmemAccessDesc a{};
   a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   a.location.id = 0;
   a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   CU(cuMemSetAccess(base, size, &a, 1));
+}
+
+void* mapHandle(CUmemGenericAllocationHandle h, size_t size) {
+  CUdeviceptr base;
+  CU(cuMemAddressReserve(&base, size, 0, 0, 0));
+  mapAt(base, h, size);
   return reinterpret_cast<void*>(base);
 }
 
@@ -359,12 +364,7 @@ void gateStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaEve
   };
   if (page->kernel == 9) {
     importPool();
-    CU(cuMemMap(base, size, 0, pool, 0));
-    CUmemAccessDesc a{};
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = 0;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(cuMemSetAccess(base, size, &a, 1));
+    mapAt(base, pool, size);
     page->gate.store(queuedAt, std::memory_order_release);  // the worker's own store: see the top
   }
   if (page->kernel == 6 || page->kernel == 8) {
