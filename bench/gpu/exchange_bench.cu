@@ -57,7 +57,8 @@
 //   gated-copy  as gated, but the window's inputs reach the pool only inside the clock: T0, the
 //               driver copies the 20 sets the calls use from its own memory into the pool (copy
 //               engine), waits for the copy, opens the gate; so nothing input-dependent can be done
-//               untimed, and the copy, in every window, is calibrated away with the rest
+//               untimed, and the copy, in every window, was to be calibrated away with the rest
+//               (on an H100 it was not: docs/scoring.md, "Hiding the host's launch behind a gate")
 //   gated-map   the pool's bytes stay out of the worker until T0, as in queued, but its addresses
 //               do not: untimed, the worker reserves the pool's address range (nothing mapped
 //               there) and queues the gate and the calls with pointers into it; timed, T0, the
