@@ -103,12 +103,18 @@ class Gate:
         self.mod, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
         akacuda._check(cu.cuModuleLoadData(ctypes.byref(self.mod), GATE_PTX.encode()), "cuModuleLoadData")
         akacuda._check(cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, b"aka_gate"), "cuModuleGetFunction")
-        self.words = torch.zeros(4, dtype=torch.int64, pin_memory=True)  # pinned: the GPU reads it (UVA)
+        self.words = torch.zeros(4, dtype=torch.int64, pin_memory=True)  # pinned: the GPU reads it
         base = self.words.data_ptr()
         self.gate = ctypes.c_uint32.from_address(base)
         self.late = ctypes.c_uint32.from_address(base + 8)
         self.beat = ctypes.c_uint64.from_address(base + 16)
-        self.ptrs = (base, base + 16, base + 8)
+        # The GPU's address of the pinned words (the same as the host's under unified addressing).
+        cu.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
+        dptr = ctypes.c_uint64()
+        akacuda._check(cu.cuMemHostGetDevicePointer_v2(ctypes.byref(dptr), ctypes.c_void_p(base), 0),
+                       "cuMemHostGetDevicePointer")
+        dev = dptr.value
+        self.ptrs = (dev, dev + 16, dev + 8)
         self.want = 0
 
     def queue(self):
