@@ -254,6 +254,15 @@ CUmemAllocationProp props() {
   return p;
 }
 
+// The allocation a descriptor names (another process's export); closes the descriptor.
+CUmemGenericAllocationHandle importFd(int fd) {
+  CUmemGenericAllocationHandle h{};
+  CU(cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  close(fd);
+  return h;
+}
+
 // Maps h at `base` (an address range reserved for it) read-write for device 0.
 void mapAt(CUdeviceptr base, CUmemGenericAllocationHandle h, size_t size) {
   CU(cuMemMap(base, size, 0, h, 0));
@@ -297,9 +306,7 @@ void spreadStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaE
   if (page->poolStart) {
     const auto m0 = Clock::now();
     const int pfd = receiveFd(sock);
-    CU(cuMemImportFromShareableHandle(&pools[w], reinterpret_cast<void*>(static_cast<uintptr_t>(pfd)),
-                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-    close(pfd);
+    pools[w] = importFd(pfd);
     bases[w] = reinterpret_cast<CUdeviceptr>(mapHandle(pools[w], size));
     page->mapUs = std::chrono::duration<float, std::micro>(Clock::now() - m0).count();
   }
@@ -357,14 +364,8 @@ void gateStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaEve
   static CUdeviceptr base = 0;
   static uint64_t size = 0;
   static uint32_t calls = 0, queuedAt = 0;
-  auto importPool = [&] {
-    const int pfd = receiveFd(sock);
-    CU(cuMemImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<uintptr_t>(pfd)),
-                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-    close(pfd);
-  };
   if (page->kernel == 9) {
-    importPool();
+    pool = importFd(receiveFd(sock));
     mapAt(base, pool, size);
     page->gate.store(queuedAt, std::memory_order_release);  // the worker's own store: see the top
   }
@@ -373,7 +374,7 @@ void gateStep(Page* page, int sock, unsigned char* outs, cudaStream_t s, cudaEve
     calls = page->calls;
     queuedAt = n;
     if (page->kernel == 6) {
-      importPool();
+      pool = importFd(receiveFd(sock));
       base = reinterpret_cast<CUdeviceptr>(mapHandle(pool, size));
     } else {
       CU(cuMemAddressReserve(&base, size, 0, 0, 0));
@@ -410,10 +411,7 @@ void worker(Page* page, int sock) {
   const int fd = receiveFd(sock);
   uint64_t size = 0;
   if (read(sock, &size, sizeof size) != sizeof size) std::exit(1);
-  CUmemGenericAllocationHandle h;
-  CU(cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
-                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-  close(fd);
+  const CUmemGenericAllocationHandle h = importFd(fd);
   unsigned char* base = static_cast<unsigned char*>(mapHandle(h, size));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -445,9 +443,7 @@ void worker(Page* page, int sock) {
       if (page->poolStart) {
         const auto m0 = Clock::now();
         const int pfd = receiveFd(sock);
-        CU(cuMemImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<uintptr_t>(pfd)),
-                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-        close(pfd);
+        pool = importFd(pfd);
         poolBase = reinterpret_cast<CUdeviceptr>(mapHandle(pool, page->poolBytes));
         page->mapUs = std::chrono::duration<float, std::micro>(Clock::now() - m0).count();
       }
@@ -483,9 +479,7 @@ void worker(Page* page, int sock) {
     if (page->lend) {
       const auto m0 = Clock::now();
       const int lfd = receiveFd(sock);
-      CU(cuMemImportFromShareableHandle(&lent, reinterpret_cast<void*>(static_cast<uintptr_t>(lfd)),
-                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-      close(lfd);
+      lent = importFd(lfd);
       lentBase = reinterpret_cast<CUdeviceptr>(mapHandle(lent, page->lendBytes));
       in = reinterpret_cast<const unsigned char*>(lentBase);
       page->mapUs = std::chrono::duration<float, std::micro>(Clock::now() - m0).count();
@@ -643,14 +637,19 @@ struct Driver {
       CK(cudaMemcpyAsync(dst, src, n, kind, s));
       return;
     }
+    void* dsts[1] = {dst};
+    const void* srcs[1] = {src};
+    size_t sizes[1] = {n};
+    batchCopy(dsts, srcs, sizes, 1);
+  }
+
+  // n copies on the stream in one batch, hinted onto a copy engine (PREFER_OVERLAP_WITH_COMPUTE).
+  void batchCopy(void** dsts, const void** srcs, size_t* sizes, size_t n) {
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
     size_t idx = 0;
-    void* dsts[1] = {dst};
-    const void* srcs[1] = {src};
-    size_t sizes[1] = {n};
-    CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &attr, &idx, 1, s));
+    CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, n, &attr, &idx, 1, s));
   }
 
   // Before the window: nothing (0), the poison and the L2 flush as memsets (1), or as copies
@@ -691,11 +690,7 @@ struct Driver {
       srcs[i] = out + (next() % pieces) * 4096;
       sizes[i] = 4096;
     }
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-    size_t idx = 0;
-    CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 16, &attr, &idx, 1, s));
+    batchCopy(dsts, srcs, sizes, 16);
   }
 
   void exchange(uint32_t kernel) {
@@ -944,14 +939,18 @@ struct Driver {
   }
 
   // Waits (at most 1 s) until the gate kernel's heartbeat moves: the GPU runs the worker's
-  // context now. False if it did not.
-  bool gateRunning() {
+  // context now. Ends the benchmark if it does not.
+  void awaitGate() {
     const volatile uint64_t* beat = &page->beat;
     const uint64_t b0 = *beat;
     const auto until = Clock::now() + std::chrono::seconds(1);
     while (*beat == b0)
-      if (Clock::now() > until) return false;
-    return true;
+      if (Clock::now() > until) std::fprintf(stderr, "gate: the gate kernel's heartbeat did not move\n"), std::exit(1);
+  }
+
+  // After a gated window: ends the benchmark if the gate gave up waiting (5 s).
+  void checkGateInTime() {
+    if (page->gateTimedOut) std::fprintf(stderr, "gate: the gate timed out\n"), std::exit(1);
   }
 
   void* gateStaging = nullptr;  // gated-copy: the driver's own copy of a window's 20 input sets
@@ -996,12 +995,12 @@ struct Driver {
     } else if (mode == 4) {
       prepare();
       exchange(8);  // untimed: the worker reserves the pool's addresses, queues the gate and the calls
-      if (!gateRunning()) std::fprintf(stderr, "gate: the gate kernel's heartbeat did not move\n"), std::exit(1);
+      awaitGate();
       t0 = Clock::now();
       sendFd(sock, pool.fd);
       exchange(9);
       t1 = Clock::now();
-      if (page->gateTimedOut) std::fprintf(stderr, "gate: the gate timed out\n"), std::exit(1);
+      checkGateInTime();
     } else {
       if (mode != 2) prepare();
       sendFd(sock, pool.fd);
@@ -1012,7 +1011,7 @@ struct Driver {
         prepare();
         *fillUs = std::chrono::duration<double, std::micro>(Clock::now() - f0).count();
       }
-      if (!gateRunning()) std::fprintf(stderr, "gate: the gate kernel's heartbeat did not move\n"), std::exit(1);
+      awaitGate();
       t0 = Clock::now();
       if (mode == 3) {
         void* dsts[kSpreadCalls];
@@ -1023,17 +1022,13 @@ struct Driver {
           srcs[j] = static_cast<unsigned char*>(gateStaging) + uint64_t(j) * bytes;
           sizes[j] = bytes;
         }
-        cudaMemcpyAttributes attr{};
-        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-        size_t idx = 0;
-        CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, K, &attr, &idx, 1, s));
+        batchCopy(dsts, srcs, sizes, K);
         CK(cudaStreamSynchronize(s));
       }
       page->gate.store(want, std::memory_order_release);
       exchange(7);
       t1 = Clock::now();
-      if (page->gateTimedOut) std::fprintf(stderr, "gate: the gate timed out\n"), std::exit(1);
+      checkGateInTime();
     }
     page->launchNs = 0;
     freePool(pool);
