@@ -15,10 +15,15 @@ namespace akad {
 namespace {
 
 // Why a driven run did not finish, in words a user can act on; empty when it did. Whatever the
-// driver reports about a failed worker is the candidate's failure; only a driver that failed on
-// its own (exit 1, a task problem) is told apart.
+// driver reports about a failed worker is the candidate's failure; a driver that failed on its
+// own (exit 1, a task problem, or a crash) is told apart, and so is one that ran out of time
+// waiting on its worker, whose own message would only say that its channel hung up.
 std::string drivenFailure(const GateRunner& g, const DrivenRun& r, const std::string& who, const std::string& tag) {
   if (r.driverFailedByItself()) return "the driver " + r.driver.describe() + ": " + g.logTail(tag + "-driver");
+  // The worker's own "peer hung up" would hide why: the driver's clock ran out waiting on it.
+  if (r.driverOutwaited())
+    return "the " + who + " did not finish its calls in time (the driver, waiting on it, was " + r.driver.describe() +
+           "): " + g.logTail(tag + "-driver");
   const bool workerFault = r.driver.status == "exited" && r.driver.exit_code == kDriverWorkerFault;
   // A worker the scorer stopped because its driver had failed is not the candidate's failure.
   if (workerFault || (!r.worker.succeeded() && !(r.workerStopped && !r.driver.succeeded()))) {

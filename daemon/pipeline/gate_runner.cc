@@ -198,7 +198,7 @@ Result<DrivenRun> GateRunner::runDriven(const std::string& who, const fs::path& 
   constexpr auto kLingerAfterDriver = 5s;
   auto failed = [](const auto& outcome) { return !outcome || !outcome->succeeded(); };
   std::optional<std::chrono::steady_clock::time_point> driverEnded;
-  bool workerStopped = false;
+  bool workerStopped = false, driverStopped = false;
   const auto ready = [](const auto& run) { return run.wait_for(0ms) == std::future_status::ready; };
   for (;;) {
     // Sleeps on whichever of the two is still running (the worker first): a loop that waited
@@ -210,10 +210,14 @@ Result<DrivenRun> GateRunner::runDriven(const std::string& who, const fs::path& 
     const bool workerDone = ready(workerRun), driverDone = ready(driverRun);
     if (workerDone && driverDone) break;
     if (env_.canceller && env_.canceller->cancelled()) {
+      driverStopped = driverStopped || !driverDone;
       driverCanceller.cancel();
       workerCanceller.cancel();
     }
-    if (workerDone && failed(workerRun.get())) driverCanceller.cancel();
+    if (workerDone && failed(workerRun.get()) && !driverDone) {
+      driverStopped = true;
+      driverCanceller.cancel();
+    }
     if (driverDone) {
       if (!driverEnded) driverEnded = std::chrono::steady_clock::now();
       if (!workerStopped &&
@@ -232,7 +236,7 @@ Result<DrivenRun> GateRunner::runDriven(const std::string& who, const fs::path& 
   fs::remove_all(channel, ec);
   if (!workerOutcome) return workerOutcome.error();
   if (!driverOutcome) return driverOutcome.error();
-  return DrivenRun{*driverOutcome, *workerOutcome, workerStopped};
+  return DrivenRun{*driverOutcome, *workerOutcome, workerStopped, driverStopped};
 }
 
 }  // namespace akad

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -79,15 +80,31 @@ struct DrivenRun {
   SandboxOutcome driver;
   SandboxOutcome worker;
   bool workerStopped = false;  // the scorer ended the worker because its driver had ended
-  // The driver failed by itself: it exited with an error of its own (not kDriverWorkerFault)
-  // or ran out of its memory. A stop by the scorer kills it by a signal, and a worker's failure
-  // makes it exit with kDriverWorkerFault, so neither reads so. A worker that failed too only saw
-  // its channel hang up, however soon after it exited (a GPU whose memory neighbours hold can end
-  // the driver's allocation first; the worker's "peer hung up" is no fault of its).
+  bool driverStopped = false;  // the scorer ended the driver: its worker had failed, or the attempt was cancelled
+  // The driver failed by itself: it exited with an error of its own (not kDriverWorkerFault),
+  // ran out of its memory, or ended by a signal or a limit the scorer did not send (a crash of
+  // the trusted side: the worker cannot signal it from its own pid namespace and uid). A worker's
+  // failure makes it exit with kDriverWorkerFault, and a stop by the scorer is driverStopped, so
+  // neither reads so. A worker that failed too only saw its channel hang up, however soon after
+  // it exited (a GPU whose memory neighbours hold can end the driver's allocation first; the
+  // worker's "peer hung up" is no fault of its). Its wall-time limit is not its own failure: the
+  // driver waits on the worker, and a worker that makes it wait that long is at fault.
   bool driverFailedByItself() const {
     if (driver.status == "oom") return true;
-    return driver.status == "exited" && driver.exit_code != 0 && driver.exit_code != kDriverWorkerFault;
+    if (driver.status == "exited") return driver.exit_code != 0 && driver.exit_code != kDriverWorkerFault;
+    if (driver.status == "wall-timeout") return false;
+    // A stop ends the sandbox by SIGKILL: any other signal is the driver's own crash, even one
+    // that came just before a stop the scorer sent because the worker saw it hang up.
+    if (driver.status == "signaled" && driverStopped) return !endedByStop(driver);
+    return !driverStopped;
   }
+  static bool endedByStop(const SandboxOutcome& o) {
+    const auto sig = o.result.find("signal");
+    return sig == o.result.end() || !sig->is_number_integer() || sig->get<int>() == SIGKILL || sig->get<int>() == SIGTERM;
+  }
+  // The driver reached its wall-time limit without the scorer stopping it: it waited on a worker
+  // that did not finish its calls in time.
+  bool driverOutwaited() const { return !driverStopped && driver.status == "wall-timeout"; }
 };
 
 class GateRunner {

@@ -3,6 +3,8 @@
 // texts are those of real scorings on an H100 shared by eight attempts of one run.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "daemon/pipeline/gate_runner.h"
 #include "daemon/pipeline/score_result.h"
 
@@ -53,18 +55,46 @@ SandboxOutcome outcome(const std::string& status, int exitCode) {
   return o;
 }
 
+SandboxOutcome signaled(int sig) {
+  SandboxOutcome o = outcome("signaled", -1);
+  o.result = {{"status", "signaled"}, {"signal", sig}};
+  return o;
+}
+
 // A driver that exited with an error of its own failed by itself, however soon its worker
 // exited after it (it sees its channel hang up); one that reports its worker's fault, or that
-// the scorer stopped (a signal), did not.
+// the scorer stopped (SIGKILL), did not.
 TEST(DrivenRunFailure, OnlyTheDriversOwnErrorIsTheDriversFailure) {
   const SandboxOutcome ok = outcome("exited", 0), hungUp = outcome("exited", 1);
   EXPECT_TRUE((DrivenRun{outcome("exited", 1), hungUp, false}.driverFailedByItself()));
   EXPECT_TRUE((DrivenRun{outcome("exited", 1), ok, true}.driverFailedByItself()));
   EXPECT_TRUE((DrivenRun{outcome("oom", -1), hungUp, false}.driverFailedByItself()));
   EXPECT_FALSE((DrivenRun{outcome("exited", kDriverWorkerFault), hungUp, false}.driverFailedByItself()));
-  EXPECT_FALSE((DrivenRun{outcome("signaled", -1), outcome("signaled", -1), false}.driverFailedByItself()));
+  EXPECT_FALSE((DrivenRun{signaled(SIGKILL), signaled(SIGKILL), false, true}.driverFailedByItself()));
   EXPECT_FALSE((DrivenRun{outcome("wall-timeout", -1), outcome("wall-timeout", -1), false}.driverFailedByItself()));
   EXPECT_FALSE((DrivenRun{ok, hungUp, false}.driverFailedByItself()));
+}
+
+// A driver that died of a signal nobody sent it crashed by itself: its worker's "peer hung up"
+// is the consequence, not the cause (an attempt on an H100 shared eight ways read as the
+// candidate's failure so). A crash that came just before the scorer's stop is still a crash.
+TEST(DrivenRunFailure, ADriverThatCrashedFailedByItselfEvenIfAStopFollowed) {
+  const SandboxOutcome hungUp = outcome("exited", 1);
+  EXPECT_TRUE((DrivenRun{signaled(SIGKILL), hungUp, false, false}.driverFailedByItself()));
+  EXPECT_TRUE((DrivenRun{signaled(SIGABRT), hungUp, false, false}.driverFailedByItself()));
+  EXPECT_TRUE((DrivenRun{signaled(SIGSEGV), hungUp, false, true}.driverFailedByItself()));
+  EXPECT_FALSE((DrivenRun{signaled(SIGTERM), hungUp, false, true}.driverFailedByItself()));
+  EXPECT_TRUE((DrivenRun{outcome("cpu-timeout", -1), hungUp, false, false}.driverFailedByItself()));
+}
+
+// A driver at its wall-time limit waited on its worker: that is the worker's failure, and it is
+// said so rather than as the worker's hang-up; unless the scorer had already stopped the driver.
+TEST(DrivenRunFailure, ADriverAtItsWallLimitWasOutwaitedByItsWorker) {
+  const SandboxOutcome hungUp = outcome("exited", 1), timedOut = outcome("wall-timeout", -1);
+  EXPECT_TRUE((DrivenRun{timedOut, hungUp, false, false}.driverOutwaited()));
+  EXPECT_FALSE((DrivenRun{timedOut, hungUp, false, false}.driverFailedByItself()));
+  EXPECT_FALSE((DrivenRun{timedOut, hungUp, false, true}.driverOutwaited()));
+  EXPECT_FALSE((DrivenRun{outcome("exited", 0), hungUp, false, false}.driverOutwaited()));
 }
 
 }  // namespace
