@@ -174,11 +174,12 @@ Result<json> scoreSnapshot(const AttemptPlan& plan, const AttemptServices& s, co
   (*scored)["scoring_dir"] = (scoreRoot / "gates").string();
   if (!env.gpu_shared || scoreGpu.gpu_ids.empty()) return scored;
   // Timed beside the run's other attempts (the run option gpu_share): its times say so. A GPU
-  // that ran out of memory there may have been filled by the neighbours, so such a scoring is
-  // done again, once, holding the GPU alone; that one stands, whatever it finds, and says why it
-  // was made. The candidate cannot tell which of the two it is in, nor see a verdict of either.
-  const std::string oom = gpuOutOfMemoryLine(*scored);
-  if (oom.empty()) {
+  // that ran out of memory there may have been filled by the neighbours, and a trusted driver
+  // that crashed there is no verdict on the candidate, so such a scoring is done again, once,
+  // holding the GPU alone; that one stands, whatever it finds, and says why it was made. The
+  // candidate cannot tell which of the two it is in, nor see a verdict of either.
+  const std::string why = sharedGpuRetryReason(*scored);
+  if (why.empty()) {
     (*scored)["gpu_shared"] = true;
     return scored;
   }
@@ -189,7 +190,7 @@ Result<json> scoreSnapshot(const AttemptPlan& plan, const AttemptServices& s, co
   auto again = scoreCandidate(*plan.task, candidate, scoreRoot / "gates-alone", alone);
   if (!again) return again.error();
   (*again)["scoring_dir"] = (scoreRoot / "gates-alone").string();
-  (*again)["gpu_shared_retry"] = {{"reason", oom}, {"first_scoring_dir", (scoreRoot / "gates").string()}};
+  (*again)["gpu_shared_retry"] = {{"reason", why}, {"first_scoring_dir", (scoreRoot / "gates").string()}};
   return again;
 }
 

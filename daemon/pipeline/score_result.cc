@@ -1,5 +1,6 @@
 #include "daemon/pipeline/score_result.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -25,6 +26,24 @@ std::string gpuOutOfMemoryLine(const json& result) {
       const std::string line = reason.substr(from, end == std::string::npos ? std::string::npos : end - from);
       return name + ": " + line.substr(0, 400);
     }
+  }
+  return "";
+}
+
+std::string sharedGpuRetryReason(const json& result) {
+  if (std::string oom = gpuOutOfMemoryLine(result); !oom.empty()) return oom;
+  const json gates = result.value("gates", json::object());
+  if (!gates.is_object()) return "";
+  static const std::string kCrash = "the driver killed by signal";
+  for (const auto& [name, g] : gates.items()) {
+    if (!g.is_object() || g.value("pass", true) || !g.contains("reason") || !g["reason"].is_string()) continue;
+    const std::string reason = g["reason"].get<std::string>();
+    // The scorer's own words only, at the start (a baseline's failure: after baselineFailed's
+    // prefix): the same words later on are the output of a program, which may be the candidate's.
+    static const std::string kBaseline = "baseline failed (task problem): ";
+    const std::size_t at = reason.rfind(kBaseline, 0) == 0 ? kBaseline.size() : 0;
+    if (reason.compare(at, kCrash.size(), kCrash) != 0) continue;
+    return name + ": " + reason.substr(at, std::min<std::size_t>(reason.find('\n', at) - at, 400));
   }
   return "";
 }

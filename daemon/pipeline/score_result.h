@@ -48,4 +48,10 @@ void addSpeedupInterval(nlohmann::json& result, const nlohmann::json& gates);
 // its neighbours'.
 std::string gpuOutOfMemoryLine(const nlohmann::json& result);
 
+// Why a scoring on a shared GPU is made again alone, as "gate: line"; empty when it stands: the
+// GPU ran out of memory (gpuOutOfMemoryLine), or the trusted driver crashed (killed by a signal
+// nobody sent it, driven_gates.cc). Neither is the candidate's verdict, and both may be its
+// neighbours' doing.
+std::string sharedGpuRetryReason(const nlohmann::json& result);
+
 }  // namespace akad

@@ -48,6 +48,26 @@ TEST(GpuOutOfMemory, OtherFailuresAndPassedGatesAreNot) {
   EXPECT_EQ(gpuOutOfMemoryLine({{"gates", {{"correctness", {{"pass", false}, {"reason", 42}}}}}}), "");
 }
 
+// A trusted driver that crashed on a shared GPU is scored again alone, like a GPU out of
+// memory; a driver's exit with an error (a task problem) or a candidate's crash is not.
+TEST(SharedGpuRetry, ADriverCrashOrAnOutOfMemoryIsScoredAgainAlone) {
+  json crashed = {{"gates",
+                   {{"correctness", {{"pass", true}}},
+                    {"performance", failedGate("the driver killed by signal 11: driver: case-0: 5 windows of 20 calls\n"
+                                               "Fatal Python error: Segmentation fault")}}}};
+  EXPECT_EQ(sharedGpuRetryReason(crashed), "performance: the driver killed by signal 11: driver: case-0: 5 windows of 20 calls");
+  json baselineCrash = {{"gates", {{"performance", failedGate("baseline failed (task problem): the driver killed by signal 6: abort")}}}};
+  EXPECT_EQ(sharedGpuRetryReason(baselineCrash), "performance: the driver killed by signal 6: abort");
+  EXPECT_NE(sharedGpuRetryReason({{"gates", {{"correctness", failedGate("CUDA_ERROR_OUT_OF_MEMORY")}}}}), "");
+
+  EXPECT_EQ(sharedGpuRetryReason({{"gates", {{"performance", failedGate("the driver exited with 1: driver: KeyError: 'x'")}}}}), "");
+  EXPECT_EQ(sharedGpuRetryReason({{"gates", {{"performance", failedGate("the candidate killed by signal 11: runner: ...")}}}}), "");
+  // The words inside a candidate's own output are not the scorer's verdict.
+  EXPECT_EQ(sharedGpuRetryReason({{"gates", {{"performance", failedGate("the candidate exited with 1: print('the driver killed by signal 9')")}}}}), "");
+  EXPECT_EQ(sharedGpuRetryReason({{"gates", {{"performance", failedGate("the candidate exited with 1: runner: the driver killed by signal 9")}}}}), "");
+  EXPECT_EQ(sharedGpuRetryReason({{"gates", {{"performance", {{"pass", true}, {"reason", "the driver killed by signal 11"}}}}}}), "");
+}
+
 SandboxOutcome outcome(const std::string& status, int exitCode) {
   SandboxOutcome o;
   o.status = status;
