@@ -209,12 +209,9 @@ Result<DrivenRun> GateRunner::runDriven(const std::string& who, const fs::path& 
       driverRun.wait_for(50ms);
     const bool workerDone = ready(workerRun), driverDone = ready(driverRun);
     if (workerDone && driverDone) break;
-    if (env_.canceller && env_.canceller->cancelled()) {
-      driverStopped = driverStopped || !driverDone;
-      driverCanceller.cancel();
-      workerCanceller.cancel();
-    }
-    if (workerDone && failed(workerRun.get()) && !driverDone) {
+    const bool cancelled = env_.canceller && env_.canceller->cancelled();
+    if (cancelled) workerCanceller.cancel();
+    if (!driverDone && (cancelled || (workerDone && failed(workerRun.get())))) {
       driverStopped = true;
       driverCanceller.cancel();
     }
