@@ -291,6 +291,72 @@ TEST_F(PipelineAroundTest, AgentPastItsTimeLimitIsKilledAndItsPartialWorkspaceSc
   EXPECT_TRUE(result(a).at("correct").get<bool>());
 }
 
+// A process's parent pid as the host sees it (0 once it is gone).
+pid_t parentOf(pid_t pid) {
+  const std::string stat = readFile(fs::path("/proc") / std::to_string(pid) / "stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  char state = 0;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+// The trusted driver of one of the candidate's timed runs: a `/trusted/driver perf` process
+// under the akabox whose arguments name a "-perf-candidate-" driver log of this daemon's; 0 if
+// none runs now.
+pid_t candidateTimedDriver(const std::string& stateDir) {
+  std::set<pid_t> boxes;
+  for (pid_t p : processesMentioning(stateDir)) {
+    const std::string cmd = commandLineOf(std::to_string(p));
+    if (cmd.find("-perf-candidate-") != std::string::npos && cmd.find("-driver.err") != std::string::npos) boxes.insert(p);
+  }
+  if (boxes.empty()) return 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    char* end = nullptr;
+    const long pid = std::strtol(e.path().filename().c_str(), &end, 10);
+    if (*end != '\0' || pid <= 0 || commandLineOf(e.path().filename()).rfind("/trusted/driver perf ", 0) != 0) continue;
+    for (pid_t up = parentOf(static_cast<pid_t>(pid)); up > 1; up = parentOf(up))
+      if (boxes.count(up)) return static_cast<pid_t>(pid);
+  }
+  return 0;
+}
+
+// The trusted driver of a timed run crashes (the test sends it SIGSEGV, by pid, as a bug of
+// its own would): the gate fails in the driver's name, with its signal, not the candidate's.
+// The cpp worker ends cleanly when its channel hangs up; the python worker exits with 1 then,
+// which made such a crash read as the candidate's "peer hung up" until the scorer told a crash
+// from its own stop (DrivenRunFailure in score_result_test.cc; no python task runs here).
+TEST_F(PipelineAroundTest, ADriverThatCrashesFailsTheGateInItsOwnName) {
+  const std::string run = daemon_->submit({"cpu/reduction", "--agent", "noop"});
+  std::atomic<bool> ended = false;
+  std::atomic<pid_t> crashed = 0;
+  std::thread hunter([&] {
+    while (!ended && crashed == 0) {
+      const pid_t driver = candidateTimedDriver(daemon_->paths().stateDir.string());
+      if (driver != 0 && ::kill(driver, SIGSEGV) == 0) crashed = driver;
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  json attempts = daemon_->waitRun(run);
+  ended = true;
+  hunter.join();
+  ASSERT_NE(crashed.load(), 0) << "no timed driver of the candidate was seen running";
+  ASSERT_EQ(attempts.size(), 1u);
+  const json& r = result(attempts.at(0));
+  std::string reasons;
+  bool driverNamed = false;
+  for (const auto& [name, g] : r.at("gates").items()) {
+    const std::string why = g.value("reason", std::string());
+    reasons += name + ": " + why.substr(0, 300) + "\n";
+    if (why.rfind("the driver killed by signal 11", 0) == 0) driverNamed = true;
+    EXPECT_EQ(why.find("the candidate"), std::string::npos) << name << ": " << why;
+  }
+  EXPECT_TRUE(driverNamed) << reasons;
+  EXPECT_FALSE(r.value("correct", true)) << "a gate that could not time the candidate gives it no score";
+}
+
 TEST_F(PipelineScorerTest, ReproduceReScoresASnapshotNextToTheOriginal) {
   json a = daemon_->runOne({"cpu/reduction", "--agent", "reference"});
   ASSERT_EQ(a.at("state"), "scored");
