@@ -201,7 +201,7 @@ def summary(work, tasks):
         tid = task.replace("/", "-")
         print(f"\n{task}: check baseline {verdict(work, tid + '-check-baseline')}, "
               f"solution {verdict(work, tid + '-check-solution')}")
-        for pre, mode in (("perf", "queued"), ("sync", "synced")):
+        for pre, mode in (("perf", "queued"), ("sync", "synced"), ("graph", "graph")):
             if glob.glob(f"{work}/{tid}-{pre}-baseline-*/report.json"):
                 print(f"  -- {mode} windows")
                 perf_summary(work, tid, pre)

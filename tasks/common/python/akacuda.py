@@ -146,6 +146,96 @@ class _DeviceBytes:
                                          "strides": None, "version": 2}
 
 
+def _view(owner, offset, dtype, dims):
+    """A tensor of `dtype` and shape `dims` at byte `offset` of `owner`'s address range (its ptr,
+    size, device and _bytes), no copy."""
+    count = 1
+    for d in dims:
+        count *= d
+    nbytes = count * dtype.itemsize
+    if offset < 0 or offset + nbytes > owner.size:
+        raise CudaError(f"a tensor of {nbytes} bytes at offset {offset} does not fit {owner.size} bytes")
+    # One as_tensor per range (it costs tens of microseconds; the worker makes a window's input
+    # tensors inside the driver's clock), then a slice per tensor.
+    if owner._bytes is None:
+        owner._bytes = torch.as_tensor(_DeviceBytes(owner.ptr, owner.size), device=f"cuda:{owner.device}")
+    return owner._bytes[offset:offset + nbytes].view(dtype).view(list(dims))
+
+
+def create_handle(nbytes, device):
+    """A shareable VMM allocation of at least `nbytes` (rounded up to the recommended
+    granularity), mapped nowhere: (handle, size). cuMemRelease it when done."""
+    cu = _cu()
+    for attr, what in ((_ATTR_VMM, "virtual memory management"), (_ATTR_POSIX_FD, "POSIX file descriptor handles")):
+        v = ctypes.c_int()
+        _check(cu.cuDeviceGetAttribute(ctypes.byref(v), attr, device), "cuDeviceGetAttribute")
+        if not v.value:
+            raise CudaError(f"GPU {device} does not support {what}: the driver cannot share memory with a worker")
+    prop = _AllocationProp(type=_PINNED, requestedHandleTypes=_POSIX_FD, location=_Location(_LOCATION_DEVICE, device))
+    gran = ctypes.c_size_t()
+    _check(cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), _GRANULARITY_RECOMMENDED),
+           "cuMemGetAllocationGranularity")
+    g = max(gran.value, 1)
+    size = (max(nbytes, 1) + g - 1) // g * g
+    handle = ctypes.c_uint64()
+    _check(cu.cuMemCreate(ctypes.byref(handle), size, ctypes.byref(prop), 0), f"cuMemCreate({size} bytes)")
+    return handle.value, size
+
+
+class Reservation:
+    """An address range of `size` bytes whose backing changes: nothing, a placeholder allocation
+    of the worker's own, or an allocation the driver lends (AKA_WINDOW=graph: the calls are
+    captured over the placeholder and run over the lent memory). Tensors made over it keep their
+    addresses whatever is mapped there."""
+
+    def __init__(self, size, device):
+        self.size, self.device = size, device
+        self.ptr, self.mapped, self._bytes = 0, 0, None
+        ptr = ctypes.c_uint64()
+        _check(_cu().cuMemAddressReserve(ctypes.byref(ptr), size, 0, 0, 0), f"cuMemAddressReserve({size})")
+        self.ptr = ptr.value
+
+    def map(self, handle):
+        """Maps `handle` (an allocation of exactly `size` bytes) over the range, read-write."""
+        cu = _cu()
+        self.unmap()
+        _check(cu.cuMemMap(self.ptr, self.size, 0, handle, 0), f"cuMemMap({self.size})")
+        self.mapped = handle
+        desc = _AccessDesc(_Location(_LOCATION_DEVICE, self.device), _READWRITE)
+        _check(cu.cuMemSetAccess(self.ptr, self.size, ctypes.byref(desc), 1), "cuMemSetAccess")
+
+    def unmap(self):
+        if self.mapped:
+            _check(_cu().cuMemUnmap(self.ptr, self.size), "cuMemUnmap")
+            self.mapped = 0
+
+    def tensor(self, offset, dtype, dims):
+        """As SharedMemory.tensor; make them while something is mapped."""
+        return _view(self, offset, dtype, dims)
+
+    def close(self):
+        self._bytes = None
+        if self.mapped:
+            _cu().cuMemUnmap(self.ptr, self.size)
+            self.mapped = 0
+        if self.ptr:
+            _cu().cuMemAddressFree(self.ptr, self.size)
+            self.ptr = 0
+
+
+def import_handle(fd):
+    """The allocation behind a descriptor the driver sent (cuMemRelease it when done)."""
+    handle = ctypes.c_uint64()
+    _check(_cu().cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD),
+           "cuMemImportFromShareableHandle")
+    return handle.value
+
+
+def release(handle):
+    if handle:
+        _cu().cuMemRelease(handle)
+
+
 class SharedMemory:
     """One process's mapping of a shareable VMM allocation. `create` is the driver's,
     `import_fd` the worker's; `close` unmaps and releases (drop the tensors first)."""
@@ -170,35 +260,20 @@ class SharedMemory:
 
     @classmethod
     def create(cls, nbytes, device):
-        cu = _cu()
-        for attr, what in ((_ATTR_VMM, "virtual memory management"), (_ATTR_POSIX_FD, "POSIX file descriptor handles")):
-            v = ctypes.c_int()
-            _check(cu.cuDeviceGetAttribute(ctypes.byref(v), attr, device), "cuDeviceGetAttribute")
-            if not v.value:
-                raise CudaError(f"GPU {device} does not support {what}: the driver cannot share memory with a worker")
-        prop = _AllocationProp(type=_PINNED, requestedHandleTypes=_POSIX_FD, location=_Location(_LOCATION_DEVICE, device))
-        gran = ctypes.c_size_t()
-        _check(cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), _GRANULARITY_RECOMMENDED),
-               "cuMemGetAllocationGranularity")
-        g = max(gran.value, 1)
-        size = (max(nbytes, 1) + g - 1) // g * g
-        handle = ctypes.c_uint64()
-        _check(cu.cuMemCreate(ctypes.byref(handle), size, ctypes.byref(prop), 0), f"cuMemCreate({size} bytes)")
+        handle, size = create_handle(nbytes, device)
         try:
-            return cls(handle.value, size, device)
+            return cls(handle, size, device)
         except BaseException:
-            cu.cuMemRelease(handle.value)
+            _cu().cuMemRelease(handle)
             raise
 
     @classmethod
     def import_fd(cls, fd, size, device):
-        handle = ctypes.c_uint64()
-        _check(_cu().cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD),
-               "cuMemImportFromShareableHandle")
+        handle = import_handle(fd)
         try:
-            return cls(handle.value, size, device)
+            return cls(handle, size, device)
         except BaseException:
-            _cu().cuMemRelease(handle.value)
+            release(handle)
             raise
 
     def export_fd(self):
@@ -209,17 +284,7 @@ class SharedMemory:
 
     def tensor(self, offset, dtype, dims):
         """A tensor of `dtype` and shape `dims` at byte `offset` of the mapping (no copy)."""
-        count = 1
-        for d in dims:
-            count *= d
-        nbytes = count * dtype.itemsize
-        if offset < 0 or offset + nbytes > self.size:
-            raise CudaError(f"a tensor of {nbytes} bytes at offset {offset} does not fit {self.size} bytes")
-        # One as_tensor per mapping (it costs tens of microseconds; the worker makes a window's
-        # input tensors inside the driver's clock), then a slice per tensor.
-        if self._bytes is None:
-            self._bytes = torch.as_tensor(_DeviceBytes(self.ptr, self.size), device=f"cuda:{self.device}")
-        return self._bytes[offset:offset + nbytes].view(dtype).view(list(dims))
+        return _view(self, offset, dtype, dims)
 
     def close(self):
         self._bytes = None

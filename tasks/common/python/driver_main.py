@@ -46,7 +46,10 @@ A window of calls, on the driver's clock (time.perf_counter_ns; docs/scoring.md,
  3. the worker (mapping the pool at the first call) calls invoke.invoke(kernel, config, inputs,
     outputs), synchronises only at the window's last call (queued windows, the default), before that
     call's done, and writes its own event time for the window to inprocNs; with
-    AKA_WINDOW=synced it synchronises its device after every call and posts done;
+    AKA_WINDOW=synced it synchronises its device after every call and posts done; with
+    AKA_WINDOW=graph (an experiment) the worker has captured the window's calls before step 2
+    (CAPTURE, with the window's layout and calls but no pool), and one REPLAY maps the pool and
+    launches the graph;
  4. read random pieces of every call's output into page-locked memory through a copy engine
     (Sample; no context switch); T1. The sample is (T1 - T0) / calls.
 Nothing about a call's inputs exists anywhere the worker can reach before T0. Work the worker
@@ -398,6 +401,10 @@ class Driver:
         # outputs, queued speedups track do_bench's and synced ones read 13-33% below it
         # (docs/scoring.md, "Queued and synced windows"; scripts/device-python-driver times both).
         self.queued = os.environ.get("AKA_WINDOW") != "synced"
+        # AKA_WINDOW=graph, an experiment (docs/scoring.md, "Hiding the host's launch"): the
+        # worker captures the window's calls untimed into a CUDA graph over a range where the pool
+        # is not, and launches it once after T0, so Python's launches leave the clock.
+        self.graph = os.environ.get("AKA_WINDOW") == "graph"
 
     def send(self, msg, fd=None):
         try:
@@ -505,12 +512,19 @@ class Driver:
                 else:
                     samples[j].draw(shared.ranges[j])
             fd = pool.memory.export_fd()
+            if self.graph:
+                calls = [[used[j], j] for j in range(n)] if w.cmd == chan.CALL else []
+                self.send(dict(pool.describe(), type="window", calls=calls))
+                self.exchange(header, chan.CAPTURE)
             self.exchange(header, chan.PRIME)
             inproc = []
             t0 = time.perf_counter_ns()
             self.send(pool.describe(), fd)
             queued = chan.WINDOW_QUEUED if self.queued else 0
-            for j in range(n):
+            if self.graph:
+                self.exchange(header, chan.REPLAY)
+                inproc.append(header.inproc_ns())
+            for j in range(0 if self.graph else n):
                 flags = (chan.WINDOW_OPEN if j == 0 else 0) | (chan.WINDOW_CLOSE if j == n - 1 else 0) | queued
                 self.exchange(header, w.cmd, used[j], j, flags)
                 if not queued or j == n - 1:

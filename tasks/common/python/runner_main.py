@@ -238,7 +238,7 @@ def serve_group(sock, group, device):
         alive = lambda: not chan.peer_gone(sock)  # a driver that is gone ends this worker too
         last = header.go()  # before "mapped": the first go may follow it at once
         chan.send_message(sock, {"type": "mapped"})
-        pool = None
+        pool = graph = None
         calls = 0  # of the window so far (queued: the events span them all)
         while True:
             n = header.wait_go(last, alive)
@@ -275,9 +275,29 @@ def serve_group(sock, group, device):
                         torch.cuda.synchronize()
                         inproc = int(start.elapsed_time(stop) * 1e6 / calls)
                 except Exception as e:
-                    report(f"{config.get('name', '?')}: call", e)
-                    status = chan.FAILED
-                    chan.send_message(sock, {"type": "error", "message": f"{type(e).__name__}: {e}"[:2000]})
+                    status = call_failed(sock, f"{config.get('name', '?')}: call", e)
+            elif cmd == chan.CAPTURE:
+                try:
+                    if graph is not None:
+                        graph.close()
+                        graph = None
+                    msg, fd = receive(sock, "the window")
+                    if fd is not None:
+                        os.close(fd)
+                    graph = GraphWindow(msg, in_layout, output_sets, config, device)
+                except Exception as e:
+                    status = call_failed(sock, f"{config.get('name', '?')}: capture", e)
+            elif cmd == chan.REPLAY:
+                try:
+                    if graph is None:
+                        raise RuntimeError("the driver asked for a replay before a capture")
+                    inproc = graph.replay(receive(sock, "the inputs"), start, stop)
+                except Exception as e:
+                    status = call_failed(sock, f"{config.get('name', '?')}: replay", e)
+                finally:
+                    if graph is not None:
+                        graph.close()
+                        graph = None
             elif cmd == chan.PRIME:
                 # ~100 us of GPU work of ours: the GPU switches to this process's context and
                 # leaves its idle state before the driver's clock starts.
@@ -294,6 +314,8 @@ def serve_group(sock, group, device):
                 return
     finally:
         inputs = output_sets = None
+        if graph is not None:
+            graph.close()
         if pool is not None:
             pool.close()
         if memory is not None:
@@ -330,6 +352,87 @@ class InputPool:
     def close(self):
         torch.cuda.synchronize()  # nothing of ours may still touch the memory we unmap
         self.memory.close()
+
+
+def call_failed(sock, what, e):
+    """A call (or a graph window's capture or replay) failed: said on stderr and to the driver;
+    the status to post."""
+    report(what, e)
+    chan.send_message(sock, {"type": "error", "message": f"{type(e).__name__}: {e}"[:2000]})
+    return chan.FAILED
+
+
+class GraphWindow:
+    """A window of AKA_WINDOW=graph (an experiment of the driver's): its calls captured, untimed,
+    into a CUDA graph over an address range of the pool's size where only a placeholder of the
+    worker's own is mapped, which is unmapped again before anything has run (a capture only
+    records). So launchers that check their pointers find them valid, no input byte is in this
+    process before the driver's clock starts, and no mapping changes under queued work. Timed,
+    replay() maps the pool the driver sends into the range and launches the graph once."""
+
+    def __init__(self, msg, in_layout, output_sets, config, device):
+        if not isinstance(msg, dict) or msg.get("type") != "window":
+            raise RuntimeError("the driver sent no window")
+        self.size, self.sets, self.stride = int(msg["size"]), int(msg["sets"]), int(msg["stride"])
+        offsets, calls = list(msg["offsets"]), msg["calls"]
+        if self.sets <= 0 or self.stride <= 0 or self.sets * self.stride > self.size \
+                or len(offsets) != len(in_layout) or not isinstance(calls, list) or len(calls) > len(output_sets):
+            raise RuntimeError("the driver's window does not fit its memory")
+        self.calls, self.graph = len(calls), None
+        self.range = akacuda.Reservation(self.size, device)
+        placeholder = 0
+        try:
+            placeholder, size = akacuda.create_handle(self.size, device)
+            if size != self.size:
+                raise RuntimeError(f"the pool's {self.size} bytes are not a whole number of allocation granules")
+            self.range.map(placeholder)
+            if calls:
+                sets = []
+                for slot, out in calls:
+                    if not (0 <= slot < self.sets and 0 <= out < len(output_sets)):
+                        raise RuntimeError(f"the driver named input set {slot} or output set {out}")
+                    sets.append(({n: self.range.tensor(slot * self.stride + off, dt, dims)
+                                  for (n, dt, dims), off in zip(in_layout, offsets)}, output_sets[out]))
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    for inputs, outputs in sets:
+                        invoke.invoke(kernel, config, inputs, outputs)
+            torch.cuda.synchronize()
+            self.range.unmap()
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            akacuda.release(placeholder)
+
+    def replay(self, received, start, stop):
+        """Timed: the pool into the range, the graph once, the device synchronised; the worker's
+        own time per call."""
+        msg, fd = received
+        handle = 0
+        try:
+            if fd is None or not isinstance(msg, dict) or msg.get("type") != "pool" or int(msg["size"]) != self.size:
+                raise RuntimeError("the driver sent no pool of the window's size")
+            handle = akacuda.import_handle(fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        try:
+            self.range.map(handle)
+            start.record()
+            if self.graph is not None:
+                self.graph.replay()
+            stop.record()
+            torch.cuda.synchronize()
+            return int(start.elapsed_time(stop) * 1e6 / max(self.calls, 1))
+        finally:
+            torch.cuda.synchronize()  # nothing of ours may still touch the memory we unmap
+            self.range.unmap()
+            akacuda.release(handle)
+
+    def close(self):
+        self.graph = None
+        self.range.close()
 
 
 def output_sets_in(memory, out_layout, dm):
