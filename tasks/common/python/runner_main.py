@@ -239,6 +239,7 @@ def serve_group(sock, group, device):
         last = header.go()  # before "mapped": the first go may follow it at once
         chan.send_message(sock, {"type": "mapped"})
         pool = graph = None
+        captured = False  # a graph window of this group has been captured (the first warms up)
         calls = 0  # of the window so far (queued: the events span them all)
         while True:
             n = header.wait_go(last, alive)
@@ -284,7 +285,8 @@ def serve_group(sock, group, device):
                     msg, fd = receive(sock, "the window")
                     if fd is not None:
                         os.close(fd)
-                    graph = GraphWindow(msg, in_layout, output_sets, config, device)
+                    graph = GraphWindow(msg, in_layout, output_sets, config, device, not captured)
+                    captured = True
                 except Exception as e:
                     status = call_failed(sock, f"{config.get('name', '?')}: capture", e)
             elif cmd == chan.REPLAY:
@@ -370,7 +372,7 @@ class GraphWindow:
     process before the driver's clock starts, and no mapping changes under queued work. Timed,
     replay() maps the pool the driver sends into the range and launches the graph once."""
 
-    def __init__(self, msg, in_layout, output_sets, config, device):
+    def __init__(self, msg, in_layout, output_sets, config, device, warm):
         if not isinstance(msg, dict) or msg.get("type") != "window":
             raise RuntimeError("the driver sent no window")
         self.size, self.sets, self.stride = int(msg["size"]), int(msg["sets"]), int(msg["stride"])
@@ -393,6 +395,15 @@ class GraphWindow:
                         raise RuntimeError(f"the driver named input set {slot} or output set {out}")
                     sets.append(({n: self.range.tensor(slot * self.stride + off, dt, dims)
                                   for (n, dt, dims), off in zip(in_layout, offsets)}, output_sets[out]))
+                if warm:
+                    # The group's first capture: the calls once, eagerly, over a zeroed
+                    # placeholder (index inputs of zeros stay in range), so that lazy set-up
+                    # (Triton's compilation and module loads, the allocator's first blocks)
+                    # happens before the capture, where it may not.
+                    self.range.tensor(0, torch.uint8, [self.size]).zero_()
+                    for inputs, outputs in sets:
+                        invoke.invoke(kernel, config, inputs, outputs)
+                    torch.cuda.synchronize()
                 self.graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(self.graph):
                     for inputs, outputs in sets:
