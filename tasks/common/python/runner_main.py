@@ -239,7 +239,7 @@ def serve_group(sock, group, device):
         last = header.go()  # before "mapped": the first go may follow it at once
         chan.send_message(sock, {"type": "mapped"})
         pool = graph = None
-        captured = False  # a graph window of this group has been captured (the first warms up)
+        captured = False  # a graph window of this group's calls has been captured (the first warms up)
         calls = 0  # of the window so far (queued: the events span them all)
         while True:
             n = header.wait_go(last, alive)
@@ -286,7 +286,7 @@ def serve_group(sock, group, device):
                     if fd is not None:
                         os.close(fd)
                     graph = GraphWindow(msg, in_layout, output_sets, config, device, not captured)
-                    captured = True
+                    captured = captured or graph.calls > 0
                 except Exception as e:
                     status = call_failed(sock, f"{config.get('name', '?')}: capture", e)
             elif cmd == chan.REPLAY:
@@ -384,11 +384,13 @@ class GraphWindow:
         self.range = akacuda.Reservation(self.size, device)
         placeholder = 0
         try:
-            placeholder, size = akacuda.create_handle(self.size, device)
-            if size != self.size:
-                raise RuntimeError(f"the pool's {self.size} bytes are not a whole number of allocation granules")
-            self.range.map(placeholder)
             if calls:
+                # As large as the pool: the GPU holds both for a moment (one granule mapped over
+                # and over would do, were memory short). An empty window needs none.
+                placeholder, size = akacuda.create_handle(self.size, device)
+                if size != self.size:
+                    raise RuntimeError(f"the pool's {self.size} bytes are not a whole number of allocation granules")
+                self.range.map(placeholder)
                 sets = []
                 for slot, out in calls:
                     if not (0 <= slot < self.sets and 0 <= out < len(output_sets)):
