@@ -144,39 +144,21 @@ class Gate:
         self.gate.value = self.want
 
 
-class Reserved:
-    """An address range of the input sets' size: nothing mapped, the input sets' physical memory
-    (`phys`) or a placeholder of the same size (`dummy`, what gated-remap queues against)."""
+class Reserved(akacuda.Reservation):
+    """The input sets' address range (akacuda.Reservation, the worker's own): nothing mapped,
+    the input sets' physical memory (`phys`) or a placeholder of the same size (`dummy`, what
+    gated-remap queues against)."""
 
     def __init__(self, phys, dummy):
-        self.phys, self.dummy, self.size = phys, dummy, phys.size
-        ptr = ctypes.c_uint64()
-        akacuda._check(akacuda._cu().cuMemAddressReserve(ctypes.byref(ptr), self.size, 0, 0, 0), "reserve")
-        self.ptr = ptr.value
-        self.mapped = None
-
-    def map(self, what):
-        cu = akacuda._cu()
-        akacuda._check(cu.cuMemMap(self.ptr, self.size, 0, what.handle, 0), "cuMemMap")
-        desc = akacuda._AccessDesc(akacuda._Location(akacuda._LOCATION_DEVICE, what.device), akacuda._READWRITE)
-        akacuda._check(cu.cuMemSetAccess(self.ptr, self.size, ctypes.byref(desc), 1), "cuMemSetAccess")
-        self.mapped = what
-
-    def unmap(self):
-        if self.mapped is not None:
-            akacuda._check(akacuda._cu().cuMemUnmap(self.ptr, self.size), "cuMemUnmap")
-            self.mapped = None
+        super().__init__(phys.size, phys.device)
+        self.phys, self.dummy = phys, dummy
 
     def hold(self, what):
         """Before a window: `what` (None, or the placeholder) mapped."""
-        if self.mapped is not what:
+        if self.mapped != (what.handle if what is not None else 0):
             self.unmap()
             if what is not None:
-                self.map(what)
-
-
-def tensor_at(ptr, nbytes, device, dtype, shape):
-    return torch.as_tensor(akacuda._DeviceBytes(ptr, nbytes), device=device).view(dtype).view(shape)
+                self.map(what.handle)
 
 
 def per_call(t0, t1):
@@ -197,7 +179,7 @@ def graph_window(fn, xs, rest, ys, reserved):
     torch.cuda.synchronize()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t0 = time.perf_counter()
-    reserved.map(reserved.phys)
+    reserved.map(reserved.phys.handle)
     e0.record()
     if graph is not None:
         graph.replay()
@@ -234,7 +216,7 @@ def window(mode, fn, xs, rest, ys, gate, reserved, flush):
     t0 = time.perf_counter()
     if mode in ("gated-map", "gated-remap"):
         reserved.unmap()
-        reserved.map(reserved.phys)
+        reserved.map(reserved.phys.handle)
     gate.open()
     torch.cuda.synchronize()
     t1 = time.perf_counter()
@@ -266,12 +248,12 @@ def main():
         dummy = akacuda.SharedMemory.create(K * nbytes, dev)
         reserved = Reserved(phys, dummy)
         try:
-            xr = [tensor_at(reserved.ptr + j * nbytes, nbytes, device, torch.bfloat16, [rows, cols]) for j in range(K)]
+            xr = [reserved.tensor(j * nbytes, torch.bfloat16, [rows, cols]) for j in range(K)]
             wrap = "a reserved, unmapped range wraps as a tensor"
         except Exception as e:  # wrapped over the placeholder: the tensors keep their addresses
             wrap = f"a reserved range did not wrap unmapped ({type(e).__name__}: {str(e)[:200]}); wrapped while mapped"
             reserved.hold(dummy)
-            xr = [tensor_at(reserved.ptr + j * nbytes, nbytes, device, torch.bfloat16, [rows, cols]) for j in range(K)]
+            xr = [reserved.tensor(j * nbytes, torch.bfloat16, [rows, cols]) for j in range(K)]
         print(f"# {rows}x{cols}: {wrap}", flush=True)
         w = torch.randn(cols, dtype=torch.bfloat16, device=device)
         b = torch.randn(cols, dtype=torch.bfloat16, device=device)
@@ -329,9 +311,8 @@ def main():
                 line.append(f"{m} {cfg[f'speedup_{m}']:.2f}x")
         print(f"{rows}x{cols} speedup: {' '.join(line)} do_bench {cfg['speedup_do_bench']:.2f}x", flush=True)
         out["configs"].append(cfg)
-        del xs, xr
-        reserved.unmap()
-        akacuda._check(akacuda._cu().cuMemAddressFree(reserved.ptr, reserved.size), "cuMemAddressFree")
+        xs = xr = None  # the tensors over the ranges go before the ranges do
+        reserved.close()
         phys.close()
         dummy.close()
     if a.json:

@@ -38,7 +38,7 @@ json gate(bool pass, const std::string& reason) {
 }
 
 json baselineFailed(const std::string& why) {
-  json g = gate(false, "baseline failed (task problem): " + why);
+  json g = gate(false, std::string(kBaselineFailedPrefix) + why);
   g["baseline_failed"] = true;
   return g;
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,8 @@ nlohmann::json gate(bool pass, const std::string& reason);
 // A performance gate failed by the trusted baseline's run, not the candidate's: "baseline
 // failed (task problem): why", marked `baseline_failed`. A held-out phase so failed leaves the
 // candidate's held-out correctness standing, without a held-out speedup (score.cc).
+// What begins the reason of a gate that the pristine baseline failed.
+inline constexpr std::string_view kBaselineFailedPrefix = "baseline failed (task problem): ";
 nlohmann::json baselineFailed(const std::string& why);
 // The first failed case of akacheck's verdict, "name: reason".
 std::string firstFailure(const nlohmann::json& verdict);

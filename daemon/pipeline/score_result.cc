@@ -1,51 +1,59 @@
 #include "daemon/pipeline/score_result.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "daemon/pipeline/gates.h"
 #include "daemon/pipeline/score.h"
 
 using nlohmann::json;
 
 namespace akad {
 
-std::string gpuOutOfMemoryLine(const json& result) {
-  static const char* const kWords[] = {"CUDA out of memory",        "OutOfMemoryError",  "CUDA_ERROR_OUT_OF_MEMORY",
-                                       "cudaErrorMemoryAllocation", "hipErrorOutOfMemory", "HIP out of memory"};
+namespace {
+
+// The first failed gate in whose reason `lineOf` finds a line, as "gate: line" (at most 400
+// characters of it); empty when none does.
+std::string firstFailedGateLine(const json& result, std::string (*lineOf)(const std::string& reason)) {
   const json gates = result.value("gates", json::object());
   if (!gates.is_object()) return "";
   for (const auto& [name, g] : gates.items()) {
     if (!g.is_object() || g.value("pass", true) || !g.contains("reason") || !g["reason"].is_string()) continue;
-    const std::string reason = g["reason"].get<std::string>();
-    for (const char* word : kWords) {
-      const auto at = reason.find(word);
-      if (at == std::string::npos) continue;
-      const auto newline = reason.rfind('\n', at), end = reason.find('\n', at);
-      const std::size_t from = newline == std::string::npos ? 0 : newline + 1;
-      const std::string line = reason.substr(from, end == std::string::npos ? std::string::npos : end - from);
+    if (const std::string line = lineOf(g["reason"].get<std::string>()); !line.empty())
       return name + ": " + line.substr(0, 400);
-    }
   }
   return "";
 }
 
+// The line of `text` that holds position `at`.
+std::string lineAt(const std::string& text, std::size_t at) {
+  const auto newline = text.rfind('\n', at), end = text.find('\n', at);
+  const std::size_t from = newline == std::string::npos ? 0 : newline + 1;
+  return text.substr(from, end == std::string::npos ? std::string::npos : end - from);
+}
+
+}  // namespace
+
+std::string gpuOutOfMemoryLine(const json& result) {
+  static const char* const kWords[] = {"CUDA out of memory",        "OutOfMemoryError",  "CUDA_ERROR_OUT_OF_MEMORY",
+                                       "cudaErrorMemoryAllocation", "hipErrorOutOfMemory", "HIP out of memory"};
+  return firstFailedGateLine(result, [](const std::string& reason) -> std::string {
+    for (const char* word : kWords)
+      if (const auto at = reason.find(word); at != std::string::npos) return lineAt(reason, at);
+    return std::string();
+  });
+}
+
 std::string sharedGpuRetryReason(const json& result) {
   if (std::string oom = gpuOutOfMemoryLine(result); !oom.empty()) return oom;
-  const json gates = result.value("gates", json::object());
-  if (!gates.is_object()) return "";
-  static const std::string kCrash = "the driver killed by signal";
-  for (const auto& [name, g] : gates.items()) {
-    if (!g.is_object() || g.value("pass", true) || !g.contains("reason") || !g["reason"].is_string()) continue;
-    const std::string reason = g["reason"].get<std::string>();
+  return firstFailedGateLine(result, [](const std::string& reason) -> std::string {
     // The scorer's own words only, at the start (a baseline's failure: after baselineFailed's
     // prefix): the same words later on are the output of a program, which may be the candidate's.
-    static const std::string kBaseline = "baseline failed (task problem): ";
-    const std::size_t at = reason.rfind(kBaseline, 0) == 0 ? kBaseline.size() : 0;
-    if (reason.compare(at, kCrash.size(), kCrash) != 0) continue;
-    return name + ": " + reason.substr(at, std::min<std::size_t>(reason.find('\n', at) - at, 400));
-  }
-  return "";
+    static const std::string kCrash = "the driver killed by signal";
+    const std::size_t at = reason.rfind(kBaselineFailedPrefix, 0) == 0 ? kBaselineFailedPrefix.size() : 0;
+    if (reason.compare(at, kCrash.size(), kCrash) != 0) return std::string();
+    return reason.substr(at, reason.find('\n', at) - at);  // to the line's end (npos: the text's)
+  });
 }
 
 double arenaScore(bool compiled, bool correct, double speedup) {

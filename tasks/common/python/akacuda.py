@@ -146,22 +146,6 @@ class _DeviceBytes:
                                          "strides": None, "version": 2}
 
 
-def _view(owner, offset, dtype, dims):
-    """A tensor of `dtype` and shape `dims` at byte `offset` of `owner`'s address range (its ptr,
-    size, device and _bytes), no copy."""
-    count = 1
-    for d in dims:
-        count *= d
-    nbytes = count * dtype.itemsize
-    if offset < 0 or offset + nbytes > owner.size:
-        raise CudaError(f"a tensor of {nbytes} bytes at offset {offset} does not fit {owner.size} bytes")
-    # One as_tensor per range (it costs tens of microseconds; the worker makes a window's input
-    # tensors inside the driver's clock), then a slice per tensor.
-    if owner._bytes is None:
-        owner._bytes = torch.as_tensor(_DeviceBytes(owner.ptr, owner.size), device=f"cuda:{owner.device}")
-    return owner._bytes[offset:offset + nbytes].view(dtype).view(list(dims))
-
-
 def create_handle(nbytes, device):
     """A shareable VMM allocation of at least `nbytes` (rounded up to the recommended
     granularity), mapped nowhere: (handle, size). cuMemRelease it when done."""
@@ -210,8 +194,19 @@ class Reservation:
             self.mapped = 0
 
     def tensor(self, offset, dtype, dims):
-        """As SharedMemory.tensor; make them while something is mapped."""
-        return _view(self, offset, dtype, dims)
+        """A tensor of `dtype` and shape `dims` at byte `offset` of the range (no copy); make
+        them while something is mapped."""
+        count = 1
+        for d in dims:
+            count *= d
+        nbytes = count * dtype.itemsize
+        if offset < 0 or offset + nbytes > self.size:
+            raise CudaError(f"a tensor of {nbytes} bytes at offset {offset} does not fit {self.size} bytes")
+        # One as_tensor per range (it costs tens of microseconds; the worker makes a window's
+        # input tensors inside the driver's clock), then a slice per tensor.
+        if self._bytes is None:
+            self._bytes = torch.as_tensor(_DeviceBytes(self.ptr, self.size), device=f"cuda:{self.device}")
+        return self._bytes[offset:offset + nbytes].view(dtype).view(list(dims))
 
     def close(self):
         self._bytes = None
@@ -236,27 +231,19 @@ def release(handle):
         _cu().cuMemRelease(handle)
 
 
-class SharedMemory:
-    """One process's mapping of a shareable VMM allocation. `create` is the driver's,
-    `import_fd` the worker's; `close` unmaps and releases (drop the tensors first)."""
+class SharedMemory(Reservation):
+    """One process's mapping of a shareable VMM allocation: a Reservation with the allocation
+    mapped for good. `create` is the driver's, `import_fd` the worker's; `close` unmaps and
+    releases (drop the tensors first)."""
 
     def __init__(self, handle, size, device):
-        self.handle, self.size, self.device = handle, size, device
-        self.ptr = 0
-        self._bytes = None  # the whole mapping as one uint8 tensor, made on first use
-        self._mapped = False
-        cu = _cu()
+        super().__init__(size, device)
         try:
-            ptr = ctypes.c_uint64()
-            _check(cu.cuMemAddressReserve(ctypes.byref(ptr), size, 0, 0, 0), f"cuMemAddressReserve({size})")
-            self.ptr = ptr.value
-            _check(cu.cuMemMap(self.ptr, size, 0, handle, 0), f"cuMemMap({size})")
-            self._mapped = True
-            desc = _AccessDesc(_Location(_LOCATION_DEVICE, device), _READWRITE)
-            _check(cu.cuMemSetAccess(self.ptr, size, ctypes.byref(desc), 1), "cuMemSetAccess")
+            self.map(handle)
         except BaseException:
-            self.close()
+            Reservation.close(self)  # the handle stays the caller's to release
             raise
+        self.handle = handle
 
     @classmethod
     def create(cls, nbytes, device):
@@ -264,7 +251,7 @@ class SharedMemory:
         try:
             return cls(handle, size, device)
         except BaseException:
-            _cu().cuMemRelease(handle)
+            release(handle)
             raise
 
     @classmethod
@@ -282,22 +269,10 @@ class SharedMemory:
                "cuMemExportToShareableHandle")
         return fd.value
 
-    def tensor(self, offset, dtype, dims):
-        """A tensor of `dtype` and shape `dims` at byte `offset` of the mapping (no copy)."""
-        return _view(self, offset, dtype, dims)
-
     def close(self):
-        self._bytes = None
-        cu = _cu()
-        if self._mapped:
-            cu.cuMemUnmap(self.ptr, self.size)
-            self._mapped = False
-        if self.ptr:
-            cu.cuMemAddressFree(self.ptr, self.size)
-            self.ptr = 0
-        if self.handle:
-            cu.cuMemRelease(self.handle)
-            self.handle = 0
+        super().close()
+        release(self.handle)
+        self.handle = 0
 
 
 def read_pieces(pieces, host_ptr, piece_bytes, stream, wait=True):
