@@ -366,11 +366,14 @@ def call_failed(sock, what, e):
 
 class GraphWindow:
     """A window of AKA_WINDOW=graph (an experiment of the driver's): its calls captured, untimed,
-    into a CUDA graph over an address range of the pool's size where only a placeholder of the
-    worker's own is mapped, which is unmapped again before anything has run (a capture only
+    one CUDA graph per call, over an address range of the pool's size where only a placeholder of
+    the worker's own is mapped, which is unmapped again before anything has run (a capture only
     records). So launchers that check their pointers find them valid, no input byte is in this
     process before the driver's clock starts, and no mapping changes under queued work. Timed,
-    replay() maps the pool the driver sends into the range and launches the graph once."""
+    replay() maps the pool the driver sends into the range and launches the graphs in order on
+    one stream. A graph launch starts only once the one before it has finished, and a capture
+    must join every stream it forked, so no call's work can overlap another's (one graph of all
+    the calls would let work forked in one call and joined in a later one run beside it)."""
 
     def __init__(self, msg, in_layout, output_sets, config, device, warm):
         if not isinstance(msg, dict) or msg.get("type") != "window":
@@ -380,7 +383,7 @@ class GraphWindow:
         if self.sets <= 0 or self.stride <= 0 or self.sets * self.stride > self.size \
                 or len(offsets) != len(in_layout) or not isinstance(calls, list) or len(calls) > len(output_sets):
             raise RuntimeError("the driver's window does not fit its memory")
-        self.calls, self.graph = len(calls), None
+        self.calls, self.graphs = len(calls), []
         self.range = akacuda.Reservation(self.size, device)
         placeholder = 0
         try:
@@ -406,9 +409,11 @@ class GraphWindow:
                     for inputs, outputs in sets:
                         invoke.invoke(kernel, config, inputs, outputs)
                     torch.cuda.synchronize()
-                self.graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(self.graph):
-                    for inputs, outputs in sets:
+                for inputs, outputs in sets:
+                    # One memory pool for all of them: they replay in the order captured.
+                    pool = self.graphs[0].pool() if self.graphs else None
+                    self.graphs.append(torch.cuda.CUDAGraph())
+                    with torch.cuda.graph(self.graphs[-1], pool=pool):
                         invoke.invoke(kernel, config, inputs, outputs)
             torch.cuda.synchronize()
             self.range.unmap()
@@ -419,8 +424,8 @@ class GraphWindow:
             akacuda.release(placeholder)
 
     def replay(self, received, start, stop):
-        """Timed: the pool into the range, the graph once, the device synchronised; the worker's
-        own time per call."""
+        """Timed: the pool into the range, each call's graph once, the device synchronised; the
+        worker's own time per call."""
         msg, fd = received
         handle = 0
         try:
@@ -433,8 +438,8 @@ class GraphWindow:
         try:
             self.range.map(handle)
             start.record()
-            if self.graph is not None:
-                self.graph.replay()
+            for graph in self.graphs:
+                graph.replay()
             stop.record()
             torch.cuda.synchronize()
             return int(start.elapsed_time(stop) * 1e6 / max(self.calls, 1))
@@ -444,7 +449,7 @@ class GraphWindow:
             akacuda.release(handle)
 
     def close(self):
-        self.graph = None
+        self.graphs = []
         self.range.close()
 
 
