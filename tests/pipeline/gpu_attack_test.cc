@@ -233,6 +233,45 @@ extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
 )"));
 }
 
+// Hot-patches the statically linked cudaEventElapsedTime (hipEventElapsedTime's) at start-up so
+// that every event time the worker reads is 1 us, and does the honest work three times over:
+// only the driver's clock counts, so it must measure about a third of the baseline's speed.
+TEST_F(GpuAttackTest, HipLyingClocksEarnNothing) {
+  expectNoCredit(submitHip(R"(#include <sys/mman.h>
+#include <unistd.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+namespace {
+// Every event time this process reads is a thousandth of a millisecond.
+cudaError_t fastElapsed(float* ms, cudaEvent_t, cudaEvent_t) {
+  *ms = 0.001f;
+  return cudaSuccess;
+}
+// Overwrites the start of the statically linked cudaEventElapsedTime with a jump to fastElapsed.
+bool patchElapsed() {
+  auto* target = reinterpret_cast<unsigned char*>(&cudaEventElapsedTime);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(target) & ~(page - 1));
+  if (mprotect(base, 2 * page, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return false;
+  unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax, imm; jmp rax
+  const auto to = reinterpret_cast<uintptr_t>(&fastElapsed);
+  std::memcpy(jump + 2, &to, sizeof to);
+  std::memcpy(target, jump, sizeof jump);
+  return true;
+}
+const bool patched = [] {
+  const bool ok = patchElapsed();
+  std::fprintf(stderr, "cheat: cudaEventElapsedTime %s\n", ok ? "patched" : "not patched");
+  return ok;
+}();
+}  // namespace
+extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
+  for (int i = 0; i < 3; ++i) baseline_softmax_rows(x, y, rows, cols);
+}
+)"));
+}
+
 // --- triton2triton/softmax: the baseline's softmax wrapped -----------------------------------
 
 json submitPython(const std::string& cheat) {
