@@ -96,7 +96,9 @@ json drivenPerfPlan(const Phase& p, const TaskTiming& t, bool baseline) {
     groups.push_back({{"name", name}, {"cases", {name}}, {"keep", keep}, {"empty", emptyCalls(t)}, {"verify", !baseline}});
   }
   return {{"cases", cases},
-          {"perf", {{"warmup", t.warmup}, {"samples", t.samples}, {"flush_bytes", t.flush_bytes}, {"groups", groups}}}};
+          {"perf",
+           {{"warmup", t.warmup}, {"samples", t.samples}, {"flush_bytes", t.flush_bytes}, {"window", t.window},
+            {"groups", groups}}}};
 }
 
 namespace {

@@ -25,6 +25,11 @@ struct TaskTiming {
   int rounds = 3;
   int input_sets = 3;
   uint64_t flush_bytes = 64ull << 20;
+  // How a GPU harness's timed window runs its calls (docs/scoring.md, "GPU harnesses"): "queued"
+  // (back to back, one synchronisation at the last), "synced" (a synchronisation after every
+  // call) or "graph" (the calls captured untimed, one CUDA graph each, launched after the clock
+  // starts; harnesses with graphWindows only).
+  std::string window = "queued";
 };
 
 struct TaskLimits {
@@ -50,6 +55,9 @@ struct HarnessTraits {
   // An imported AKA task (either): no reference solution, the held-out list may be empty, and
   // validation times nothing, so tasks are validated side by side.
   bool imported = false;
+  // Its driver can time a window of calls captured beforehand as CUDA graphs (timing.window:
+  // graph): the python harness.
+  bool graphWindows = false;
 };
 // A harness's traits; an unknown harness (a task's own) has none of them.
 HarnessTraits harnessTraits(const std::string& harness);

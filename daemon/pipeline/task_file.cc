@@ -134,12 +134,19 @@ void readTolerances(ConfigCheck& check, const json& root, Task& t) {
 void readTiming(ConfigCheck& check, const json& root, Task& t) {
   const json* timing = check.member(root, "", "timing");
   if (!timing || !check.map(*timing, "timing")) return;
-  check.onlyKeys(*timing, "timing", {"warmup", "samples", "rounds", "input_sets", "flush_bytes"});
+  check.onlyKeys(*timing, "timing", {"warmup", "samples", "rounds", "input_sets", "flush_bytes", "window"});
   check.readNumber(*timing, "timing", "warmup", t.timing.warmup, 0, 1000);
   check.readNumber(*timing, "timing", "samples", t.timing.samples, 5, 100000);
   check.readNumber(*timing, "timing", "rounds", t.timing.rounds, 1, 100);
   check.readNumber(*timing, "timing", "input_sets", t.timing.input_sets, 1, 64);
   check.readNumber(*timing, "timing", "flush_bytes", t.timing.flush_bytes, uint64_t{0}, uint64_t{1} << 34);
+  if (check.readString(*timing, "timing", "window", t.timing.window)) {
+    if (t.timing.window != "queued" && t.timing.window != "synced" && t.timing.window != "graph")
+      check.fail("timing.window", "'" + t.timing.window + "' must be queued, synced or graph");
+    else if (t.timing.window == "graph" && !t.traits().graphWindows)
+      check.fail("timing.window", "graph windows need a harness whose driver captures CUDA graphs (python), not '" +
+                                      t.harness + "'");
+  }
 }
 
 void readLimits(ConfigCheck& check, const json& root, Task& t) {
@@ -177,6 +184,7 @@ HarnessTraits harnessTraits(const std::string& harness) {
   t.akaCommands = harness == "aka-wrap";
   t.akaConverted = harness == "aka-convert";
   t.imported = t.akaCommands || t.akaConverted;
+  t.graphWindows = harness == "python";
   return t;
 }
 
@@ -211,7 +219,8 @@ nlohmann::json Task::configsJson(bool withHeldOut) const {
   if (withHeldOut)
     for (const json& c : held_out) list.push_back(c);
   const json times = {{"warmup", timing.warmup}, {"samples", timing.samples}, {"rounds", timing.rounds},
-                      {"input_sets", timing.input_sets}, {"flush_bytes", timing.flush_bytes}};
+                      {"input_sets", timing.input_sets}, {"flush_bytes", timing.flush_bytes},
+                      {"window", timing.window}};
   return {{"task", id}, {"configs", list}, {"tolerances", tolerancesJson()}, {"timing", times}};
 }
 

@@ -213,6 +213,9 @@ TEST(DrivenPlan, BothSidesGetTheSamePlanAndOnlyTheCandidatesKeptCallsAreVerified
     cg.erase("verify");
   }
   EXPECT_EQ(base, cand) << "the plans differ in more than verify";
+  EXPECT_EQ(cand["perf"]["window"], "queued");
+  t.window = "graph";
+  EXPECT_EQ(drivenPerfPlan(p, t, false)["perf"]["window"], "graph") << "the task's window mode reaches the driver";
 }
 
 // The scorer times one more pair of rounds when a side's disturbed rounds are not a minority.

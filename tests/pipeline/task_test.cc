@@ -129,6 +129,26 @@ TEST_F(TaskFileTest, MalformedFilesAreRefusedNamingTheField) {
   expectRefused(v + "limits: {compile_s: fast}\n", "limits.compile_s");
 }
 
+// timing.window picks how a GPU driver runs a timed window: a mode it does not know, or graph
+// windows for a harness whose worker captures no graphs, is refused at load; what is accepted
+// reaches the harness's configs.json.
+TEST_F(TaskFileTest, AWindowModeMustBeOneTheHarnessCanTime) {
+  expectRefused(valid() + "timing: {window: sideways}\n", "'timing.window' 'sideways' must be queued, synced or graph");
+  expectRefused(valid() + "timing: {window: graph}\n", "graph windows need a harness whose driver captures CUDA graphs");
+  auto synced = load(valid() + "timing: {window: synced}\n");
+  ASSERT_TRUE(synced) << synced.error().message;
+  EXPECT_EQ(synced->timing.window, "synced");
+  EXPECT_EQ(synced->configsJson(false)["timing"]["window"], "synced");
+  auto plain = load(valid());
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->timing.window, "queued");
+  std::string python = valid() + "timing: {window: graph}\n";
+  python.replace(python.find("harness: cpp"), 12, "harness: python");
+  auto graph = load(python);
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(graph->timing.window, "graph");
+}
+
 TEST_F(TaskFileTest, ConfigurationsNeedUniqueSafeNames) {
   std::string dup = valid();
   dup.replace(dup.find("h-7"), 3, "v-8");

@@ -38,6 +38,7 @@ struct Perf {
   int warmup = 0;
   int samples = 0;
   uint64_t flushBytes = 0;
+  std::string window = "queued";  // a GPU driver's window mode: queued, synced or graph (python only)
   std::vector<PerfGroup> groups;
 };
 
@@ -114,8 +115,11 @@ inline Plan readPlan(const std::string& path) {
       plan.perf.warmup = p.value("warmup", 0);
       plan.perf.samples = p.value("samples", 0);
       plan.perf.flushBytes = p.value("flush_bytes", uint64_t{0});
+      plan.perf.window = p.value("window", std::string("queued"));
       if (plan.perf.warmup < 0 || plan.perf.samples < 1)
         throw Error(path + ": perf needs warmup >= 0 and samples >= 1");
+      if (plan.perf.window != "queued" && plan.perf.window != "synced" && plan.perf.window != "graph")
+        throw Error(path + ": perf window '" + plan.perf.window + "' is not queued, synced or graph");
       for (const nlohmann::json& g : p.at("groups")) {
         PerfGroup pg;
         pg.name = g.at("name").get<std::string>();

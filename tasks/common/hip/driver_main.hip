@@ -29,8 +29,8 @@
 //     context when the clock starts);
 //   T0; send the pool's descriptor; per call: name its set and output set in the header, go;
 //     the worker (mapping the pool at the first) launches the kernel and says done; at the
-//     window's last call it synchronises its whole device before done (queued windows; with
-//     AKA_WINDOW=synced it does so at every call); the driver then queues a read of random
+//     window's last call it synchronises its whole device before done (queued windows; in synced
+//     ones, the task's timing.window or AKA_WINDOW, at every call); the driver then queues a read of random
 //     pieces of every call's output on a copy engine (Sample); when they are in: T1. The
 //     sample is (T1 - T0) / calls.
 // Then per call a coin from getrandom decides whether the output is kept: it is downloaded,
@@ -423,8 +423,8 @@ size_t windowCallsFor(size_t inputBytes) {
 
 class GpuDriver {
  public:
-  GpuDriver(int sock, uint64_t flushBytes, std::string outDir)
-      : sock_(sock), flusher_(flushBytes), outDir_(std::move(outDir)) {}
+  GpuDriver(int sock, uint64_t flushBytes, std::string outDir, bool queued)
+      : sock_(sock), queued_(queued), flusher_(flushBytes), outDir_(std::move(outDir)) {}
 
   void runGroup(const GroupPlan& g, GroupTimes& times, size_t& windowCalls) {
     const Config config(g.config);
@@ -645,12 +645,9 @@ class GpuDriver {
   }
 
   int sock_;
-  // Queued windows (kWindowQueued) unless AKA_WINDOW=synced asks for a device synchronisation
-  // after every call (for comparison on a GPU machine: scripts/device-hip-driver).
-  const bool queued_ = [] {
-    const char* v = std::getenv("AKA_WINDOW");
-    return !(v && std::strcmp(v, "synced") == 0);
-  }();
+  // Queued windows (kWindowQueued) unless synced ones ask for a device synchronisation after
+  // every call (windowMode).
+  const bool queued_;
   DeviceFlusher flusher_;
   Stream stream_;
   PinnedBuffer pinned_{kWindowCalls * Sample::kHostBytes};
@@ -677,10 +674,22 @@ void writeReferences(const std::string& outDir, const std::vector<KeptCall>& kep
   writeJson(outDir + "/verify.json", {{"cases", cases}});
 }
 
+// The task's timing.window, which the scorer writes into the perf plan; AKA_WINDOW in the
+// driver's environment overrides it (scripts/device-hip-driver times a task in both modes).
+// Graph windows are the python harness's: this worker captures nothing.
+std::string windowMode(const akaplan::Plan& plan) {
+  const char* env = std::getenv("AKA_WINDOW");
+  const std::string mode = env && *env ? env : plan.perf.window;
+  if (mode != "queued" && mode != "synced")
+    throw std::runtime_error("window mode '" + mode + "': the hip harness times queued or synced windows");
+  return mode;
+}
+
 int driveGpu(const std::string& mode, const std::map<std::string, std::string>& opts,
              const std::vector<std::string>& workerCmd) {
   const akaplan::Plan plan = akaplan::readPlan(opts.at("plan"));
   const std::vector<GroupPlan> groups = groupsOf(mode, plan);
+  const std::string window = mode == "perf" ? windowMode(plan) : "queued";
   const std::string outDir = opts.at("out");
   if (mkdir(outDir.c_str(), 0755) != 0 && errno != EEXIST)
     throw std::runtime_error("cannot create " + outDir + ": " + std::strerror(errno));
@@ -695,7 +704,7 @@ int driveGpu(const std::string& mode, const std::map<std::string, std::string>& 
   json report = {{"mode", mode}, {"groups", json::array()}};
   std::vector<KeptCall> kept;
   {
-    GpuDriver driver(sock, mode == "perf" ? plan.perf.flushBytes : 0, outDir);
+    GpuDriver driver(sock, mode == "perf" ? plan.perf.flushBytes : 0, outDir, window != "synced");
     for (const GroupPlan& g : groups) {
       GroupTimes t;
       size_t windowCalls = 1;

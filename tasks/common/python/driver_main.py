@@ -45,11 +45,11 @@ A window of calls, on the driver's clock (time.perf_counter_ns; docs/scoring.md,
  2. T0; send the pool's descriptor; per call: name its set and output set in the header, go;
  3. the worker (mapping the pool at the first call) calls invoke.invoke(kernel, config, inputs,
     outputs), synchronises only at the window's last call (queued windows, the default), before that
-    call's done, and writes its own event time for the window to inprocNs; with
-    AKA_WINDOW=synced it synchronises its device after every call and posts done; with
-    AKA_WINDOW=graph (an experiment) the worker has captured the window's calls before step 2
+    call's done, and writes its own event time for the window to inprocNs; in synced windows
+    (the task's timing.window, or AKA_WINDOW) it synchronises its device after every call and
+    posts done; in graph windows the worker has captured the window's calls before step 2
     (CAPTURE, with the window's layout and calls but no pool), and one REPLAY maps the pool and
-    launches the graph;
+    launches the calls' graphs;
  4. read random pieces of every call's output into page-locked memory through a copy engine
     (Sample; no context switch); T1. The sample is (T1 - T0) / calls.
 Nothing about a call's inputs exists anywhere the worker can reach before T0. Work the worker
@@ -385,8 +385,20 @@ class GroupTimes:
                 "inproc_ns": self.inproc, "kept": self.kept, "window_calls": self.window_calls}
 
 
+WINDOWS = ("queued", "synced", "graph")
+
+
+def window_mode(plan):
+    """The task's timing.window, which the scorer writes into the perf plan; AKA_WINDOW in the
+    driver's environment overrides it (the device scripts time one task in every mode)."""
+    mode = os.environ.get("AKA_WINDOW") or plan.get("perf", {}).get("window", "queued")
+    if mode not in WINDOWS:
+        raise ValueError(f"unknown window mode '{mode}' (queued, synced or graph)")
+    return mode
+
+
 class Driver:
-    def __init__(self, sock, device, flush_bytes):
+    def __init__(self, sock, device, flush_bytes, window="queued"):
         self.sock = sock
         self.device = device
         self.bus_id = akacuda.device_id(device)
@@ -397,14 +409,14 @@ class Driver:
         self.kept_gpu_bytes = 0
         self.timed_calls = 0
         # Queued windows (calls back to back, one synchronisation at the window's last call)
-        # unless AKA_WINDOW=synced: since one strided copy per piece reads a queued window's
-        # outputs, queued speedups track do_bench's and synced ones read 13-33% below it
-        # (docs/scoring.md, "Queued and synced windows"; scripts/device-python-driver times both).
-        self.queued = os.environ.get("AKA_WINDOW") != "synced"
-        # AKA_WINDOW=graph, an experiment (docs/scoring.md, "Hiding the host's launch"): the
-        # worker captures the window's calls untimed into a CUDA graph over a range where the pool
-        # is not, and launches it once after T0, so Python's launches leave the clock.
-        self.graph = os.environ.get("AKA_WINDOW") == "graph"
+        # unless synced: since one strided copy per piece reads a queued window's outputs, queued
+        # speedups track do_bench's and synced ones read 13-33% below it (docs/scoring.md,
+        # "Queued and synced windows"; scripts/device-python-driver times both).
+        self.queued = window != "synced"
+        # Graph windows (docs/scoring.md, "Hiding the host's launch"): the worker captures the
+        # window's calls untimed, one CUDA graph each, over a range where the pool is not, and
+        # launches them after T0, so Python's launches leave the clock.
+        self.graph = window == "graph"
 
     def send(self, msg, fd=None):
         try:
@@ -703,6 +715,7 @@ def drive(mode, opts, worker_cmd):
     global torch, akt, akacuda, reference
     plan = akaplan.read_plan(opts["plan"])
     groups = groups_of(mode, plan)
+    window = window_mode(plan) if mode == "perf" else "queued"
     out_dir = opts["out"]
     os.makedirs(out_dir, exist_ok=True)
     # Listening before torch loads (seconds): a worker started alongside finds the socket early.
@@ -718,7 +731,7 @@ def drive(mode, opts, worker_cmd):
         torch.set_grad_enabled(False)
         device = akacuda.current_device()
         sock = listener.accept(ACCEPT_TIMEOUT_S, local)
-        driver = Driver(sock, device, plan["perf"]["flush_bytes"] if mode == "perf" else 0)
+        driver = Driver(sock, device, plan["perf"]["flush_bytes"] if mode == "perf" else 0, window)
         hello = driver.receive("hello")
         if not isinstance(hello, dict) or hello.get("type") != "hello":
             raise WorkerFault("the worker did not say hello")
