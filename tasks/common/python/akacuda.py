@@ -168,7 +168,7 @@ def create_handle(nbytes, device):
 
 class Reservation:
     """An address range of `size` bytes whose backing changes: nothing, a placeholder allocation
-    of the worker's own, or an allocation the driver lends (AKA_WINDOW=graph: the calls are
+    of the worker's own, or an allocation the driver lends (graph windows: the calls are
     captured over the placeholder and run over the lent memory). Tensors made over it keep their
     addresses whatever is mapped there."""
 

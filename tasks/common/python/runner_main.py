@@ -296,10 +296,6 @@ def serve_group(sock, group, device):
                     inproc = graph.replay(receive(sock, "the inputs"), start, stop)
                 except Exception as e:
                     status = call_failed(sock, f"{config.get('name', '?')}: replay", e)
-                finally:
-                    if graph is not None:
-                        graph.close()
-                        graph = None
             elif cmd == chan.PRIME:
                 # ~100 us of GPU work of ours: the GPU switches to this process's context and
                 # leaves its idle state before the driver's clock starts.
@@ -312,6 +308,9 @@ def serve_group(sock, group, device):
             if window & chan.WINDOW_CLOSE and pool is not None:
                 pool.close()
                 pool = None
+            if cmd == chan.REPLAY and graph is not None:
+                graph.close()  # after done, as a queued window's pool: see GraphWindow.replay
+                graph = None
             if cmd == chan.END_GROUP:
                 return
     finally:
@@ -383,7 +382,7 @@ class GraphWindow:
         if self.sets <= 0 or self.stride <= 0 or self.sets * self.stride > self.size \
                 or len(offsets) != len(in_layout) or not isinstance(calls, list) or len(calls) > len(output_sets):
             raise RuntimeError("the driver's window does not fit its memory")
-        self.calls, self.graphs = len(calls), []
+        self.calls, self.graphs, self.pool = len(calls), [], 0
         self.range = akacuda.Reservation(self.size, device)
         placeholder = 0
         try:
@@ -425,32 +424,36 @@ class GraphWindow:
 
     def replay(self, received, start, stop):
         """Timed: the pool into the range, each call's graph once, the device synchronised; the
-        worker's own time per call."""
+        worker's own time per call. The pool stays mapped until close(), which the worker calls
+        after done, as a queued window's pool is unmapped after its last call's done: unmapping
+        memory the GPU has used, releasing it and destroying the graphs cost more than the
+        empty windows' (nothing used, no graphs), which would not calibrate away."""
         msg, fd = received
-        handle = 0
         try:
             if fd is None or not isinstance(msg, dict) or msg.get("type") != "pool" or int(msg["size"]) != self.size:
                 raise RuntimeError("the driver sent no pool of the window's size")
-            handle = akacuda.import_handle(fd)
+            self.pool = akacuda.import_handle(fd)
         finally:
             if fd is not None:
                 os.close(fd)
-        try:
-            self.range.map(handle)
-            start.record()
-            for graph in self.graphs:
-                graph.replay()
-            stop.record()
-            torch.cuda.synchronize()
-            return int(start.elapsed_time(stop) * 1e6 / max(self.calls, 1))
-        finally:
-            torch.cuda.synchronize()  # nothing of ours may still touch the memory we unmap
-            self.range.unmap()
-            akacuda.release(handle)
+        self.range.map(self.pool)
+        start.record()
+        for graph in self.graphs:
+            graph.replay()
+        stop.record()
+        torch.cuda.synchronize()
+        return int(start.elapsed_time(stop) * 1e6 / max(self.calls, 1))
 
     def close(self):
-        self.graphs = []
-        self.range.close()
+        """Nothing of ours still runs on the pool, then the pool unmapped and released, the graphs
+        and the range dropped."""
+        try:
+            torch.cuda.synchronize()
+        finally:
+            self.graphs = []
+            self.range.close()
+            akacuda.release(self.pool)
+            self.pool = 0
 
 
 def output_sets_in(memory, out_layout, dm):
