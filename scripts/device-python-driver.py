@@ -17,7 +17,6 @@
 import glob
 import importlib.util
 import json
-import math
 import os
 import statistics
 import sys
