@@ -29,10 +29,10 @@
 //     context when the clock starts);
 //   T0; send the pool's descriptor; per call: name its set and output set in the header, go;
 //     the worker (mapping the pool at the first) launches the kernel and says done; at the
-//     window's last call it synchronises its whole device before done (queued windows; in synced
-//     ones, the task's timing.window or AKA_WINDOW, at every call); the driver then queues a read of random
-//     pieces of every call's output on a copy engine (Sample); when they are in: T1. The
-//     sample is (T1 - T0) / calls.
+//     window's last call it synchronises its whole device before done (queued windows; in
+//     synced ones, the task's timing.window or AKA_WINDOW, at every call); the driver then
+//     queues a read of random pieces of every call's output on a copy engine (Sample); when
+//     they are in: T1. The sample is (T1 - T0) / calls.
 // Then per call a coin from getrandom decides whether the output is kept: it is downloaded,
 // held against the pieces (an output that changed after done is the worker's fault) and written
 // (untimed), and after the worker has gone the reference's answer for its seed is written

@@ -43,10 +43,10 @@ EMPTY = 2      # do everything but the kernel (the driver calibrates its overhea
 END_GROUP = 3  # the configuration is done: go back to the socket for the next message
 PRIME = 4      # run an empty kernel and synchronise, untimed, so that the GPU holds the worker's
                # context when the driver's clock starts (docs/scoring.md)
-# Graph windows (the driver's AKA_WINDOW=graph, an experiment; this harness only): untimed, the
-# worker captures the window the "window" message describes into a CUDA graph over a range
-# where only a placeholder of its own is mapped, and unmaps it; timed, it maps the pool that
-# follows on the socket into that range and launches the graph once.
+# Graph windows (a task's timing.window: graph, or the driver's AKA_WINDOW=graph; this harness
+# only): untimed, the worker captures the calls the "window" message describes, one CUDA graph
+# each, over a range where only a placeholder of its own is mapped, and unmaps it; timed, it
+# maps the pool that follows on the socket into that range and launches the graphs in order.
 CAPTURE = 5
 REPLAY = 6
 

@@ -364,8 +364,8 @@ def call_failed(sock, what, e):
 
 
 class GraphWindow:
-    """A window of AKA_WINDOW=graph (an experiment of the driver's): its calls captured, untimed,
-    one CUDA graph per call, over an address range of the pool's size where only a placeholder of
+    """A graph window (the task's timing.window: graph, or AKA_WINDOW=graph): its calls captured,
+    untimed, one CUDA graph per call, over an address range of the pool's size where only a placeholder of
     the worker's own is mapped, which is unmapped again before anything has run (a capture only
     records). So launchers that check their pointers find them valid, no input byte is in this
     process before the driver's clock starts, and no mapping changes under queued work. Timed,
