@@ -301,6 +301,7 @@ json drivenPerformanceGate(const GateRunner& g, const fs::path& trustedDir, cons
   result["rounds"] = rounds;
   result["extra_rounds"] = extra;
   result["timing"] = "driver";
+  if (task.gpu) result["window"] = task.timing.window;  // how the GPU driver ran its windows
   result["keep_probability"] = keepProbability(task.timing.samples * task.timing.rounds);
   return result;
 }

@@ -100,6 +100,8 @@ TEST_F(GpuAttackTest, TheHonestHipSolutionEarnsCredit) {
   std::cout << "[ verdict  ] " << verdictOf(a.at("result")).dump() << "\n";
   EXPECT_TRUE(a.at("result").value("correct", false));
   EXPECT_GT(a.at("result").value("speedup", 0.0), kCreditSpeedup);
+  // The result says how the driver ran its windows: the task's timing.window.
+  EXPECT_EQ(a.at("result").at("gates").at("performance").value("window", ""), "queued");
 }
 
 TEST_F(GpuAttackTest, TheHonestTritonSolutionEarnsCredit) {
@@ -108,6 +110,8 @@ TEST_F(GpuAttackTest, TheHonestTritonSolutionEarnsCredit) {
   std::cout << "[ verdict  ] " << verdictOf(a.at("result")).dump() << "\n";
   EXPECT_TRUE(a.at("result").value("correct", false));
   EXPECT_GT(a.at("result").value("speedup", 0.0), kCreditSpeedup);
+  // The result says how the driver ran its windows: the task's timing.window.
+  EXPECT_EQ(a.at("result").at("gates").at("performance").value("window", ""), "queued");
 }
 
 // --- hip2hip/softmax: the baseline's softmax_rows renamed, a cheating one in its place --------

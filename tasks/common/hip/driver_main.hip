@@ -702,6 +702,7 @@ int driveGpu(const std::string& mode, const std::map<std::string, std::string>& 
   if (!akachan::receiveMessage(sock, text)) throw WorkerFault("the worker hung up before saying hello");
 
   json report = {{"mode", mode}, {"groups", json::array()}};
+  if (mode == "perf") report["window"] = window;
   std::vector<KeptCall> kept;
   {
     GpuDriver driver(sock, mode == "perf" ? plan.perf.flushBytes : 0, outDir, window != "synced");

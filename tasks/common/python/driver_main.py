@@ -737,6 +737,8 @@ def drive(mode, opts, worker_cmd):
             raise WorkerFault("the worker did not say hello")
         state = {"before": akacuda.gpu_state()} if mode == "perf" else None
         report = {"mode": mode, "groups": []}
+        if mode == "perf":
+            report["window"] = window
         for g in groups:
             t = GroupTimes(g["name"])
             driver.run_group(g, t)
