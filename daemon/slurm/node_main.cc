@@ -14,6 +14,7 @@
 #include <linux/magic.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -50,7 +51,8 @@ std::string envOr(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-SandboxCanceller* g_canceller = nullptr;
+std::atomic<SandboxCanceller*> g_canceller{nullptr};
+std::atomic<bool> g_terminated{false};
 
 // The GPU Slurm gave the job, as akabox names it: AKAD_NODE_GPU when the site sets it (a task
 // prolog; AMD GPUs), else the first of SLURM_JOB_GPUS (global indices) as nvidia<N> when that
@@ -66,8 +68,11 @@ std::string allocatedGpu() {
 
 // Slurm ends a job (scancel, time limit, requeue) with SIGTERM, then SIGKILL after KillWait:
 // the sandboxes are cancelled so the attempt's folders and cgroups can still be removed.
+// A SIGTERM that comes before the attempt's canceller exists is kept, and cancels it as soon
+// as it does (else the job would wait for the SIGKILL and leave its folders and cgroups).
 void onTerm(int) {
-  if (g_canceller) g_canceller->cancel();
+  g_terminated = true;
+  if (SandboxCanceller* c = g_canceller.load()) c->cancel();
 }
 
 Result<slurm::AttemptJobSpec> readJobSpec(const fs::path& jobDir) {
@@ -195,6 +200,7 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
 
   SandboxCanceller canceller;
   g_canceller = &canceller;
+  if (g_terminated) canceller.cancel();
   std::optional<std::string> snapshotSha;
   const AttemptServices s = nodeServices(*setup, *images, store, *spec, *task, outDir, canceller, snapshotSha);
   auto result = runAttempt(plan, s);
