@@ -288,7 +288,10 @@ def serve_group(sock, group, device):
                     graph = GraphWindow(msg, in_layout, output_sets, config, device, not captured)
                     captured = captured or graph.calls > 0
                 except Exception as e:
-                    status = call_failed(sock, f"{config.get('name', '?')}: capture", e)
+                    # The candidate's call runs here, so most capture failures are its own.
+                    status = call_failed(sock, f"{config.get('name', '?')}: capture (this task times graph windows: "
+                                         "a call must be capturable into a CUDA graph, with no device "
+                                         "synchronisation and no host read of a device value)", e)
             elif cmd == chan.REPLAY:
                 try:
                     if graph is None:
