@@ -402,6 +402,42 @@ TEST(RepositoryTasks, EveryShippedTaskLoads) {
 namespace akad {
 namespace {
 
+// `make bench` in a workspace times "like the scorer": the plan the harness's own reference
+// writes from configs.json carries the task's timing.window, as the scorer's plan does, for
+// the cpp harness (also the hip one's reference) and the python one.
+TEST(RepositoryTasks, AWorkspacesOwnBenchPlanTimesInTheTasksWindow) {
+  const fs::path dir = fs::temp_directory_path() / ("akad-bench-plan-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  struct Case {
+    const char* task;
+    const char* window;
+    const char* writer;  // the command that writes the plan, run in the workspace
+  };
+  const Case cases[] = {
+      {"cpu/prefix_sum", "synced", "make -s -f harness/Makefile reference >build.log 2>&1 && ./reference"},
+      {"triton2triton/softmax", "graph", "python3 harness/reference_main.py"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.task);
+    auto task = loadTask(fs::path(AKAD_SOURCE_TASKS) / c.task);
+    ASSERT_TRUE(task) << task.error().message;
+    const fs::path ws = dir / fs::path(c.task).filename();
+    ASSERT_TRUE(assemblePristineWorkspace(*task, AKAD_SOURCE_TASKS, ws));
+    nlohmann::json configs = task->configsJson(/*withHeldOut=*/false);
+    ASSERT_EQ(configs["timing"].value("window", ""), "queued") << "the default, written for every task";
+    for (const char* mode : {"queued", c.window}) {
+      configs["timing"]["window"] = mode;
+      std::ofstream(ws / "configs.json") << configs.dump(1);
+      const std::string cmd = "cd " + ws.string() + " && " + c.writer + " plan --configs configs.json --out plan.json";
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      std::ifstream in(ws / "plan.json");
+      const nlohmann::json plan = nlohmann::json::parse(in);
+      EXPECT_EQ(plan.at("perf").value("window", ""), mode);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // The hip harness builds on the cpp one (tasks/common/hip/BASE): the scorer's assembly of a
 // hip2hip task must be complete, and with nvcc present (CUDA 13 here) it must compile with
 // the cuda-hip image's hipcc as the scorer compiles it: the common objects shared, then the
