@@ -20,7 +20,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -214,13 +217,24 @@ Result<json> runJob(const fs::path& jobDir, const fs::path& work, const fs::path
   return out;
 }
 
-// The job's cgroup parent itself, in every hierarchy (v1 controllers and the v2 tree), once
-// akabox's clean-up has emptied it: rmdir removes only an empty cgroup.
-void removeCgroupParent(const std::string& parent) {
+// A cgroup and the cgroups under it, deepest first; rmdir removes only a cgroup that has no
+// processes and no children, so whatever still runs keeps its cgroup (and so its parents).
+void removeEmptyCgroupTree(const fs::path& dir) {
   std::error_code ec;
-  ::rmdir(("/sys/fs/cgroup/" + parent).c_str());
+  for (const auto& c : fs::directory_iterator(dir, ec))
+    if (c.is_directory(ec) && !c.is_symlink(ec)) removeEmptyCgroupTree(c.path());
+  ::rmdir(dir.c_str());
+}
+
+// The job's cgroup parent, in every hierarchy (v1 controllers and the v2 tree), once akabox's
+// clean-up has emptied it: with any empty cgroups left under it (akabox's clean-up removes those
+// of the hierarchies it uses; a killed node program's can be in the others).
+void removeCgroupParent(const std::string& parent) {
+  if (parent.empty() || parent.find('/') != std::string::npos || parent[0] == '.') return;  // a name of ours only
+  std::error_code ec;
+  removeEmptyCgroupTree("/sys/fs/cgroup/" + parent);
   for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
-    if (h.is_directory(ec) && !h.is_symlink(ec)) ::rmdir((h.path() / parent).c_str());
+    if (h.is_directory(ec) && !h.is_symlink(ec)) removeEmptyCgroupTree(h.path() / parent);
 }
 
 // AKAD_NODE_CGROUPS: "job" nests the sandboxes under the job's cgroup or fails, "separate"
@@ -231,6 +245,62 @@ bool wantsNestedCgroups() {
   if (mode == "job") return true;
   struct statfs f {};
   return std::getenv("SLURM_JOB_ID") && ::statfs("/sys/fs/cgroup", &f) == 0 && f.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+// Whether Slurm may still run `job` anywhere: listed in a state that is not final. Unknown to
+// Slurm ("Invalid job id": long finished) is not; an squeue that cannot answer counts as active,
+// so that nothing of a live job is ever removed on a guess.
+bool jobMayStillRun(const std::string& job) {
+  auto r = slurm::runCommand({"squeue", "--noheader", "--states=all", "--jobs=" + job, "--format=%T"});
+  if (!r) return true;
+  if (r->exit_code != 0) return r->err.find("Invalid job id") == std::string::npos;
+  static const std::set<std::string> kFinal = {"BOOT_FAIL", "CANCELLED",     "COMPLETED", "DEADLINE", "FAILED",
+                                               "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"};
+  std::istringstream lines(r->out);
+  for (std::string state; std::getline(lines, state);) {
+    state.erase(state.find_last_not_of(" \t\r") + 1);
+    if (!state.empty() && !kFinal.count(state)) return true;
+  }
+  return false;
+}
+
+// What another job of this cluster left on this node when Slurm killed its node program before
+// that had removed it (a KillWait shorter than its cancel took; slurmd gone): its cgroup parent,
+// with whatever sandboxes are still in it, and its work folder. Removed once Slurm no longer
+// lists that job as able to run; this job's own and those of live jobs are left alone. Names are
+// akad-node-<cluster>-<job>-<restart>, as main() makes them.
+void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJob, const fs::path& tmp) {
+  const std::string prefix = "akad-node-" + cluster + "-";
+  std::map<std::string, std::set<std::string>> byJob;  // job -> leftover names
+  std::error_code ec;
+  auto scan = [&](const fs::path& dir) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string rest = name.substr(prefix.size());
+      const size_t dash = rest.find('-');
+      const std::string job = rest.substr(0, dash);
+      const bool digits = !job.empty() && job.find_first_not_of("0123456789") == std::string::npos && dash != std::string::npos &&
+                          dash + 1 < rest.size() && rest.find_first_not_of("0123456789", dash + 1) == std::string::npos;
+      if (digits && job != ownJob) byJob[job].insert(name);
+    }
+  };
+  scan("/sys/fs/cgroup");
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
+    if (h.is_directory(ec) && !h.is_symlink(ec)) scan(h.path());
+  scan(tmp);
+  for (const auto& [job, names] : byJob) {
+    if (jobMayStillRun(job)) continue;
+    for (const std::string& name : names) {
+      std::cerr << "akad-node: removing " << name << ", left on this node by Slurm job " << job << ", which has ended\n";
+      setDefaultCgroupParent(name);
+      cleanupSandboxLeftovers();
+      removeCgroupParent(name);
+      unmountEverythingUnder(tmp / name / "attempts");
+      std::error_code rec;
+      fs::remove_all(tmp / name, rec);
+    }
+  }
 }
 
 // A result that says why the attempt did not run, written as the real one would be.
@@ -294,6 +364,7 @@ int main(int argc, char** argv) {
     unmountEverythingUnder(old / "attempts");
     fs::remove_all(old, rec);
   }
+  sweepDeadJobsLeftovers(envOr("SLURM_CLUSTER_NAME", "local"), job, work.parent_path());
   const std::string cgroupParent = nested ? nested->sandbox_parent : cgroupPrefix + std::to_string(restart);
   setDefaultCgroupParent(cgroupParent);
   Result<json> r = runJob(jobDir, work, outDir);

@@ -6,7 +6,12 @@
 // the gres, and nothing is left in the queue, the shared area or the nodes' cgroups.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <csignal>
 #include <cstdlib>
+#include <fstream>
+#include <thread>
 #include <regex>
 #include <set>
 
@@ -358,6 +363,75 @@ TEST_F(SlurmExecutorTest, AGpuTaskAsksSlurmForOneGpuThroughGres) {
   EXPECT_EQ(jobField(job, "TresPerNode"), "gres:gpu:1");
   EXPECT_EQ(a.at("state"), "failed") << a.dump();
   EXPECT_NE(a.value("error", std::string()).find("gave the job no GPU"), std::string::npos) << a.dump();
+}
+
+// What a node program leaves when Slurm kills it before it has cleaned up (SIGKILL after
+// KillWait; slurmd gone): its cgroup parent, with sandbox cgroups and what still runs in them,
+// and its work folder. The next job's node program on that node removes them once Slurm says
+// that job has ended, and leaves those of a job Slurm may still run. The leftovers here are the
+// test's own: cgroups and folders under the names a node program gives them, for a job id
+// Slurm never had and for a job the test holds in the queue, and a process of its own.
+TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere) {
+  PipelineDaemon& d = *daemon_;
+  auto held = slurmCommand({"sbatch", "--hold", "--parsable", "--job-name=akadtest-held", "--wrap", "true"});
+  const std::string live = held.out.substr(0, held.out.find_first_of(";\n"));
+  ASSERT_FALSE(live.empty());
+  const std::string dead = "akad-node-" + cluster_->name() + "-999999-0";
+  const std::string kept = "akad-node-" + cluster_->name() + "-" + live + "-0";
+  std::vector<fs::path> hierarchies;
+  std::error_code ec;
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
+    if (h.is_directory(ec) && !h.is_symlink(ec) && fs::exists(h.path() / "cgroup.procs")) hierarchies.push_back(h.path());
+  if (fs::exists("/sys/fs/cgroup/cgroup.procs")) hierarchies.push_back("/sys/fs/cgroup");
+  ASSERT_FALSE(hierarchies.empty());
+  const fs::path tmp = fs::temp_directory_path();
+  for (const std::string& name : {dead, kept}) {
+    for (const fs::path& h : hierarchies) fs::create_directories(h / name / "box-left", ec);
+    fs::create_directories(tmp / name / "attempts" / "a-left");
+    std::ofstream(tmp / name / "attempts" / "a-left" / "file") << "left\n";
+  }
+  // A process still in the dead job's sandbox cgroup, in every hierarchy that takes it.
+  const pid_t sleeper = ::fork();
+  if (sleeper == 0) {
+    ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(sleeper, 0);
+  int placed = 0;
+  for (const fs::path& h : hierarchies) placed += static_cast<bool>(std::ofstream(h / dead / "box-left" / "cgroup.procs") << sleeper << std::flush);
+  EXPECT_GT(placed, 0);
+
+  // The next job on a node: any attempt's (this one fails fast on the stand-in GPU).
+  json attempts = d.waitRun(d.submit({"hip2hip/softmax", "--agent", "noop"}), 300s);
+  ASSERT_EQ(attempts.size(), 1u);
+
+  int status = 0;
+  pid_t reaped = 0;
+  for (int i = 0; i < 100 && reaped == 0; ++i) {
+    reaped = ::waitpid(sleeper, &status, WNOHANG);
+    if (reaped == 0) std::this_thread::sleep_for(100ms);
+  }
+  if (reaped == 0) {
+    ::kill(sleeper, SIGKILL);  // ours, by pid
+    ::waitpid(sleeper, &status, 0);
+  }
+  EXPECT_EQ(reaped, sleeper) << "the process left in the ended job's sandbox cgroup still runs";
+  for (const fs::path& h : hierarchies) {
+    EXPECT_FALSE(fs::exists(h / dead)) << "the ended job's cgroup parent is still in " << h;
+    EXPECT_TRUE(fs::exists(h / kept / "box-left")) << "a job Slurm may still run lost its cgroups in " << h;
+  }
+  EXPECT_FALSE(fs::exists(tmp / dead)) << "the ended job's work folder is still there";
+  EXPECT_TRUE(fs::exists(tmp / kept / "attempts" / "a-left" / "file")) << "a job Slurm may still run lost its work folder";
+
+  // What the test made and the sweep rightly left, removed.
+  slurmCommand({"scancel", live});
+  for (const std::string& name : {dead, kept})
+    for (const fs::path& h : hierarchies) {
+      ::rmdir((h / name / "box-left").c_str());
+      ::rmdir((h / name).c_str());
+    }
+  fs::remove_all(tmp / dead, ec);
+  fs::remove_all(tmp / kept, ec);
 }
 
 }  // namespace
