@@ -424,7 +424,7 @@ TEST(RepositoryTasks, AWorkspacesOwnBenchPlanTimesInTheTasksWindow) {
     const fs::path ws = dir / fs::path(c.task).filename();
     ASSERT_TRUE(assemblePristineWorkspace(*task, AKAD_SOURCE_TASKS, ws));
     nlohmann::json configs = task->configsJson(/*withHeldOut=*/false);
-    ASSERT_EQ(configs["timing"].value("window", ""), "queued") << "the default, written for every task";
+    ASSERT_FALSE(configs["timing"].value("window", "").empty()) << "written for every task";
     for (const char* mode : {"queued", c.window}) {
       configs["timing"]["window"] = mode;
       std::ofstream(ws / "configs.json") << configs.dump(1);
