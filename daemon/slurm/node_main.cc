@@ -271,9 +271,12 @@ bool jobMayStillRun(const std::string& job) {
 // akad-node-<cluster>-<job>-<restart>, as main() makes them.
 void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJob, const fs::path& tmp) {
   const std::string prefix = "akad-node-" + cluster + "-";
-  std::map<std::string, std::set<std::string>> byJob;  // job -> leftover names
+  // job -> its leftover names: cgroup parents (made only by root) and work folders.
+  std::map<std::string, std::set<std::string>> cgroups, folders;
   std::error_code ec;
-  auto scan = [&](const fs::path& dir) {
+  // In a shared TMPDIR anyone may create such a name: only folders this program could have made
+  // count (a directory, not a link, ours and writable by nobody else).
+  auto scan = [&](const fs::path& dir, std::map<std::string, std::set<std::string>>& into, bool mine) {
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
       if (name.rfind(prefix, 0) != 0) continue;
@@ -282,20 +285,29 @@ void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJo
       const std::string job = rest.substr(0, dash);
       const bool digits = !job.empty() && job.find_first_not_of("0123456789") == std::string::npos && dash != std::string::npos &&
                           dash + 1 < rest.size() && rest.find_first_not_of("0123456789", dash + 1) == std::string::npos;
-      if (digits && job != ownJob) byJob[job].insert(name);
+      struct stat st {};
+      if (mine && (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+                   (st.st_mode & 022) != 0))
+        continue;
+      if (digits && job != ownJob) into[job].insert(name);
     }
   };
-  scan("/sys/fs/cgroup");
+  scan("/sys/fs/cgroup", cgroups, false);
   for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
-    if (h.is_directory(ec) && !h.is_symlink(ec)) scan(h.path());
-  scan(tmp);
-  for (const auto& [job, names] : byJob) {
+    if (h.is_directory(ec) && !h.is_symlink(ec)) scan(h.path(), cgroups, false);
+  scan(tmp, folders, true);
+  std::set<std::string> jobs;
+  for (const auto& m : {&cgroups, &folders})
+    for (const auto& entry : *m) jobs.insert(entry.first);
+  for (const std::string& job : jobs) {
     if (jobMayStillRun(job)) continue;
-    for (const std::string& name : names) {
-      std::cerr << "akad-node: removing " << name << ", left on this node by Slurm job " << job << ", which has ended\n";
+    std::cerr << "akad-node: removing what Slurm job " << job << ", which has ended, left on this node\n";
+    for (const std::string& name : cgroups[job]) {
       setDefaultCgroupParent(name);
       cleanupSandboxLeftovers();
       removeCgroupParent(name);
+    }
+    for (const std::string& name : folders[job]) {
       unmountEverythingUnder(tmp / name / "attempts");
       std::error_code rec;
       fs::remove_all(tmp / name, rec);

@@ -370,7 +370,8 @@ TEST_F(SlurmExecutorTest, AGpuTaskAsksSlurmForOneGpuThroughGres) {
 // and its work folder. The next job's node program on that node removes them once Slurm says
 // that job has ended, and leaves those of a job Slurm may still run. The leftovers here are the
 // test's own: cgroups and folders under the names a node program gives them, for a job id
-// Slurm never had and for a job the test holds in the queue, and a process of its own.
+// Slurm never had and for a job the test holds in the queue, a process of its own, and what a
+// local user could put in the shared TMPDIR under such names (a folder of theirs, a link).
 TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere) {
   PipelineDaemon& d = *daemon_;
   auto held = slurmCommand({"sbatch", "--hold", "--parsable", "--job-name=akadtest-held", "--wrap", "true"});
@@ -390,6 +391,17 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
     fs::create_directories(tmp / name / "attempts" / "a-left");
     std::ofstream(tmp / name / "attempts" / "a-left" / "file") << "left\n";
   }
+  // A local user's decoys under the same kind of name, for job ids Slurm never had either: a
+  // folder of theirs (uid 65534) and a link to a folder of files. Neither may be touched.
+  const fs::path decoy = tmp / ("akad-node-" + cluster_->name() + "-999998-0");
+  const fs::path link = tmp / ("akad-node-" + cluster_->name() + "-999997-0");
+  const fs::path target = tmp / ("akadtest-link-target-" + std::to_string(::getpid()));
+  fs::create_directories(decoy / "attempts");
+  std::ofstream(decoy / "attempts" / "theirs") << "theirs\n";
+  ASSERT_EQ(::chown(decoy.c_str(), 65534, 65534), 0);
+  fs::create_directories(target / "attempts");
+  std::ofstream(target / "attempts" / "precious") << "precious\n";
+  fs::create_directory_symlink(target, link);
   // A process still in the dead job's sandbox cgroup, in every hierarchy that takes it.
   const pid_t sleeper = ::fork();
   if (sleeper == 0) {
@@ -423,7 +435,14 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
   EXPECT_FALSE(fs::exists(tmp / dead)) << "the ended job's work folder is still there";
   EXPECT_TRUE(fs::exists(tmp / kept / "attempts" / "a-left" / "file")) << "a job Slurm may still run lost its work folder";
 
+  EXPECT_TRUE(fs::exists(decoy / "attempts" / "theirs")) << "a folder another user made was removed";
+  EXPECT_TRUE(fs::is_symlink(link)) << "a link another user made was removed";
+  EXPECT_TRUE(fs::exists(target / "attempts" / "precious")) << "what a link pointed to was removed";
+
   // What the test made and the sweep rightly left, removed.
+  fs::remove_all(decoy, ec);
+  fs::remove(link, ec);
+  fs::remove_all(target, ec);
   slurmCommand({"scancel", live});
   for (const std::string& name : {dead, kept})
     for (const fs::path& h : hierarchies) {
