@@ -372,11 +372,34 @@ TEST_F(SlurmExecutorTest, AGpuTaskAsksSlurmForOneGpuThroughGres) {
 // test's own: cgroups and folders under the names a node program gives them, for a job id
 // Slurm never had and for a job the test holds in the queue, a process of its own, and what a
 // local user could put in the shared TMPDIR under such names (a folder of theirs, a link).
+// What the sweep test made, removed however the test ends: its process (by pid), its held job,
+// its cgroups (rmdir: empty ones only, deepest first) and its folders and link.
+struct MadeBySweepTest {
+  std::string heldJob;
+  pid_t sleeper = -1;
+  std::vector<fs::path> cgroups, folders;
+  ~MadeBySweepTest() {
+    if (sleeper > 0 && ::waitpid(sleeper, nullptr, WNOHANG) == 0) {
+      ::kill(sleeper, SIGKILL);
+      ::waitpid(sleeper, nullptr, 0);
+    }
+    if (!heldJob.empty()) (void)runCommand({"/bin/sh", "-c", "exec scancel \"$0\"", heldJob}, {}, 30s);
+    for (const fs::path& c : cgroups) {
+      ::rmdir((c / "box-left").c_str());
+      ::rmdir(c.c_str());
+    }
+    std::error_code ec;
+    for (const fs::path& f : folders) fs::remove_all(f, ec);  // a link itself, not what it names
+  }
+};
+
 TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere) {
   PipelineDaemon& d = *daemon_;
+  MadeBySweepTest made;
   auto held = slurmCommand({"sbatch", "--hold", "--parsable", "--job-name=akadtest-held", "--wrap", "true"});
   const std::string live = held.out.substr(0, held.out.find_first_of(";\n"));
   ASSERT_FALSE(live.empty());
+  made.heldJob = live;
   const std::string dead = "akad-node-" + cluster_->name() + "-999999-0";
   const std::string kept = "akad-node-" + cluster_->name() + "-" + live + "-0";
   std::vector<fs::path> hierarchies;
@@ -387,7 +410,11 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
   ASSERT_FALSE(hierarchies.empty());
   const fs::path tmp = fs::temp_directory_path();
   for (const std::string& name : {dead, kept}) {
-    for (const fs::path& h : hierarchies) fs::create_directories(h / name / "box-left", ec);
+    for (const fs::path& h : hierarchies) {
+      made.cgroups.push_back(h / name);
+      fs::create_directories(h / name / "box-left", ec);
+    }
+    made.folders.push_back(tmp / name);
     fs::create_directories(tmp / name / "attempts" / "a-left");
     std::ofstream(tmp / name / "attempts" / "a-left" / "file") << "left\n";
   }
@@ -396,6 +423,7 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
   const fs::path decoy = tmp / ("akad-node-" + cluster_->name() + "-999998-0");
   const fs::path link = tmp / ("akad-node-" + cluster_->name() + "-999997-0");
   const fs::path target = tmp / ("akadtest-link-target-" + std::to_string(::getpid()));
+  made.folders.insert(made.folders.end(), {decoy, link, target});
   fs::create_directories(decoy / "attempts");
   std::ofstream(decoy / "attempts" / "theirs") << "theirs\n";
   ASSERT_EQ(::chown(decoy.c_str(), 65534, 65534), 0);
@@ -403,54 +431,36 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
   std::ofstream(target / "attempts" / "precious") << "precious\n";
   fs::create_directory_symlink(target, link);
   // A process still in the dead job's sandbox cgroup, in every hierarchy that takes it.
-  const pid_t sleeper = ::fork();
-  if (sleeper == 0) {
+  made.sleeper = ::fork();
+  if (made.sleeper == 0) {
     ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ASSERT_GT(sleeper, 0);
+  ASSERT_GT(made.sleeper, 0);
   int placed = 0;
-  for (const fs::path& h : hierarchies) placed += static_cast<bool>(std::ofstream(h / dead / "box-left" / "cgroup.procs") << sleeper << std::flush);
+  for (const fs::path& h : hierarchies)
+    placed += static_cast<bool>(std::ofstream(h / dead / "box-left" / "cgroup.procs") << made.sleeper << std::flush);
   EXPECT_GT(placed, 0);
 
   // The next job on a node: any attempt's (this one fails fast on the stand-in GPU).
   json attempts = d.waitRun(d.submit({"hip2hip/softmax", "--agent", "noop"}), 300s);
   ASSERT_EQ(attempts.size(), 1u);
 
-  int status = 0;
   pid_t reaped = 0;
   for (int i = 0; i < 100 && reaped == 0; ++i) {
-    reaped = ::waitpid(sleeper, &status, WNOHANG);
+    reaped = ::waitpid(made.sleeper, nullptr, WNOHANG);
     if (reaped == 0) std::this_thread::sleep_for(100ms);
   }
-  if (reaped == 0) {
-    ::kill(sleeper, SIGKILL);  // ours, by pid
-    ::waitpid(sleeper, &status, 0);
-  }
-  EXPECT_EQ(reaped, sleeper) << "the process left in the ended job's sandbox cgroup still runs";
+  EXPECT_EQ(reaped, made.sleeper) << "the process left in the ended job's sandbox cgroup still runs";
   for (const fs::path& h : hierarchies) {
     EXPECT_FALSE(fs::exists(h / dead)) << "the ended job's cgroup parent is still in " << h;
     EXPECT_TRUE(fs::exists(h / kept / "box-left")) << "a job Slurm may still run lost its cgroups in " << h;
   }
   EXPECT_FALSE(fs::exists(tmp / dead)) << "the ended job's work folder is still there";
   EXPECT_TRUE(fs::exists(tmp / kept / "attempts" / "a-left" / "file")) << "a job Slurm may still run lost its work folder";
-
   EXPECT_TRUE(fs::exists(decoy / "attempts" / "theirs")) << "a folder another user made was removed";
   EXPECT_TRUE(fs::is_symlink(link)) << "a link another user made was removed";
   EXPECT_TRUE(fs::exists(target / "attempts" / "precious")) << "what a link pointed to was removed";
-
-  // What the test made and the sweep rightly left, removed.
-  fs::remove_all(decoy, ec);
-  fs::remove(link, ec);
-  fs::remove_all(target, ec);
-  slurmCommand({"scancel", live});
-  for (const std::string& name : {dead, kept})
-    for (const fs::path& h : hierarchies) {
-      ::rmdir((h / name / "box-left").c_str());
-      ::rmdir((h / name).c_str());
-    }
-  fs::remove_all(tmp / dead, ec);
-  fs::remove_all(tmp / kept, ec);
 }
 
 }  // namespace

@@ -408,6 +408,10 @@ namespace {
 TEST(RepositoryTasks, AWorkspacesOwnBenchPlanTimesInTheTasksWindow) {
   const fs::path dir = fs::temp_directory_path() / ("akad-bench-plan-" + std::to_string(::getpid()));
   fs::remove_all(dir);
+  struct Remove {
+    fs::path p;
+    ~Remove() { fs::remove_all(p); }
+  } removeAtEnd{dir};  // also when an assertion ends the test early
   struct Case {
     const char* task;
     const char* window;
@@ -435,7 +439,6 @@ TEST(RepositoryTasks, AWorkspacesOwnBenchPlanTimesInTheTasksWindow) {
       EXPECT_EQ(plan.at("perf").value("window", ""), mode);
     }
   }
-  fs::remove_all(dir);
 }
 
 // The hip harness builds on the cpp one (tasks/common/hip/BASE): the scorer's assembly of a
