@@ -226,15 +226,37 @@ void removeEmptyCgroupTree(const fs::path& dir) {
   ::rmdir(dir.c_str());
 }
 
-// The job's cgroup parent, in every hierarchy (v1 controllers and the v2 tree), once akabox's
-// clean-up has emptied it: with any empty cgroups left under it (akabox's clean-up removes those
-// of the hierarchies it uses; a killed node program's can be in the others).
+// Where cgroup parents live: the cgroup root (a v2 host) and every hierarchy under it (the v1
+// controllers and the v2 tree of a hybrid host).
+std::vector<fs::path> cgroupHierarchies() {
+  std::vector<fs::path> out = {"/sys/fs/cgroup"};
+  std::error_code ec;
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
+    if (h.is_directory(ec) && !h.is_symlink(ec)) out.push_back(h.path());
+  return out;
+}
+
+// The job's cgroup parent, in every hierarchy, once akabox's clean-up has emptied it: with any
+// empty cgroups left under it (akabox's clean-up removes those of the hierarchies it uses; a
+// killed node program's can be in the others).
 void removeCgroupParent(const std::string& parent) {
   if (parent.empty() || parent.find('/') != std::string::npos || parent[0] == '.') return;  // a name of ours only
+  for (const fs::path& h : cgroupHierarchies()) removeEmptyCgroupTree(h / parent);
+}
+
+// A dead node program's sandbox cgroups under `parent`: what still runs in them killed, then
+// the cgroups and the parent removed.
+void removeDeadCgroupParent(const std::string& parent) {
+  setDefaultCgroupParent(parent);
+  cleanupSandboxLeftovers();
+  removeCgroupParent(parent);
+}
+
+// A node program's work folder: the attempt's mounts first, then the files.
+void removeWorkFolder(const fs::path& work) {
+  unmountEverythingUnder(work / "attempts");
   std::error_code ec;
-  removeEmptyCgroupTree("/sys/fs/cgroup/" + parent);
-  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
-    if (h.is_directory(ec) && !h.is_symlink(ec)) removeEmptyCgroupTree(h.path() / parent);
+  fs::remove_all(work, ec);
 }
 
 // AKAD_NODE_CGROUPS: "job" nests the sandboxes under the job's cgroup or fails, "separate"
@@ -275,7 +297,7 @@ void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJo
   std::map<std::string, std::set<std::string>> cgroups, folders;
   std::error_code ec;
   // In a shared TMPDIR anyone may create such a name: only folders this program could have made
-  // count (a directory, not a link, ours and writable by nobody else).
+  // count (checkTrustedDirectory: no link or folder another user owns or can write).
   auto scan = [&](const fs::path& dir, std::map<std::string, std::set<std::string>>& into, bool mine) {
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
@@ -285,16 +307,10 @@ void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJo
       const std::string job = rest.substr(0, dash);
       const bool digits = !job.empty() && job.find_first_not_of("0123456789") == std::string::npos && dash != std::string::npos &&
                           dash + 1 < rest.size() && rest.find_first_not_of("0123456789", dash + 1) == std::string::npos;
-      struct stat st {};
-      if (mine && (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
-                   (st.st_mode & 022) != 0))
-        continue;
-      if (digits && job != ownJob) into[job].insert(name);
+      if (digits && job != ownJob && (!mine || checkTrustedDirectory(e.path()))) into[job].insert(name);
     }
   };
-  scan("/sys/fs/cgroup", cgroups, false);
-  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
-    if (h.is_directory(ec) && !h.is_symlink(ec)) scan(h.path(), cgroups, false);
+  for (const fs::path& h : cgroupHierarchies()) scan(h, cgroups, false);
   scan(tmp, folders, true);
   std::set<std::string> jobs;
   for (const auto& m : {&cgroups, &folders})
@@ -302,16 +318,8 @@ void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJo
   for (const std::string& job : jobs) {
     if (jobMayStillRun(job)) continue;
     std::cerr << "akad-node: removing what Slurm job " << job << ", which has ended, left on this node\n";
-    for (const std::string& name : cgroups[job]) {
-      setDefaultCgroupParent(name);
-      cleanupSandboxLeftovers();
-      removeCgroupParent(name);
-    }
-    for (const std::string& name : folders[job]) {
-      unmountEverythingUnder(tmp / name / "attempts");
-      std::error_code rec;
-      fs::remove_all(tmp / name, rec);
-    }
+    for (const std::string& name : cgroups[job]) removeDeadCgroupParent(name);
+    for (const std::string& name : folders[job]) removeWorkFolder(tmp / name);
   }
 }
 
@@ -364,26 +372,16 @@ int main(int argc, char** argv) {
   if (!nested) {
     // Earlier incarnations of this job are dead (Slurm requeued it): whatever of theirs is
     // left on this node (a step killed with its slurmd) goes first.
-    for (int r = 0; r < restart; ++r) {
-      setDefaultCgroupParent(cgroupPrefix + std::to_string(r));
-      cleanupSandboxLeftovers();
-      removeCgroupParent(cgroupPrefix + std::to_string(r));
-    }
+    for (int r = 0; r < restart; ++r) removeDeadCgroupParent(cgroupPrefix + std::to_string(r));
   }
-  for (int r = 0; r < restart; ++r) {
-    std::error_code rec;
-    const fs::path old = work.parent_path() / (cgroupPrefix + std::to_string(r));
-    unmountEverythingUnder(old / "attempts");
-    fs::remove_all(old, rec);
-  }
+  for (int r = 0; r < restart; ++r) removeWorkFolder(work.parent_path() / (cgroupPrefix + std::to_string(r)));
   sweepDeadJobsLeftovers(envOr("SLURM_CLUSTER_NAME", "local"), job, work.parent_path());
   const std::string cgroupParent = nested ? nested->sandbox_parent : cgroupPrefix + std::to_string(restart);
   setDefaultCgroupParent(cgroupParent);
   Result<json> r = runJob(jobDir, work, outDir);
   json out = r ? *r : json{{"ok", false}, {"error", r.error().message}};
   out["finished_at"] = isoTimeUtc();  // for the front end's pick-up latency
-  unmountEverythingUnder(work / "attempts");
-  fs::remove_all(work, ec);
+  removeWorkFolder(work);
   cleanupSandboxLeftovers();
   if (nested) {
     if (auto st = slurm::leaveJobCgroup(*nested); !st) std::cerr << "akad-node: " << st.error().message << "\n";

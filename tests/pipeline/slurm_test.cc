@@ -430,6 +430,7 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
   fs::create_directories(target / "attempts");
   std::ofstream(target / "attempts" / "precious") << "precious\n";
   fs::create_directory_symlink(target, link);
+  ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);  // theirs too
   // A process still in the dead job's sandbox cgroup, in every hierarchy that takes it.
   made.sleeper = ::fork();
   if (made.sleeper == 0) {
