@@ -252,8 +252,11 @@ void removeDeadCgroupParent(const std::string& parent) {
   removeCgroupParent(parent);
 }
 
-// A node program's work folder: the attempt's mounts first, then the files.
+// A node program's work folder: the attempt's mounts first, then the files. Only one this
+// program could have made (checkTrustedDirectory): the names are predictable, so in a shared
+// TMPDIR a local user may have put a folder of theirs, or a link, there.
 void removeWorkFolder(const fs::path& work) {
+  if (!checkTrustedDirectory(work)) return;
   unmountEverythingUnder(work / "attempts");
   std::error_code ec;
   fs::remove_all(work, ec);
@@ -323,6 +326,26 @@ void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJo
   }
 }
 
+// This job's work folder, new and root's own (0700). Its name is predictable, so a local user
+// can create it first in a shared TMPDIR and have root unpack, build and mount inside a folder
+// they control: a folder already there is taken only if this program could have made it (an
+// earlier start of this same job on this node left it; it is emptied first), else refused and
+// left as it is. A folder given with --work is the caller's: created if missing, not emptied first.
+Status makeWorkFolder(const fs::path& work, bool given) {
+  std::error_code ec;
+  fs::create_directories(work.parent_path(), ec);
+  if (::mkdir(work.c_str(), 0700) != 0) {
+    if (errno != EEXIST) return errnoError("cannot create the work folder " + work.string());
+    if (auto s = checkTrustedDirectory(work); !s) return Error{"refusing the work folder " + work.string() + ": " + s.error().message};
+    if (!given) {
+      removeWorkFolder(work);
+      if (::mkdir(work.c_str(), 0700) != 0) return errnoError("cannot create the work folder " + work.string());
+    }
+  }
+  if (auto s = checkTrustedDirectory(work); !s) return Error{"refusing the work folder " + work.string() + ": " + s.error().message};
+  return {};
+}
+
 // A result that says why the attempt did not run, written as the real one would be.
 void writeFailure(const fs::path& outDir, const std::string& why) {
   json out = {{"ok", false}, {"error", why}, {"finished_at", isoTimeUtc()}};
@@ -343,7 +366,8 @@ int main(int argc, char** argv) {
   const int restart = std::atoi(envOr("SLURM_RESTART_COUNT", "0").c_str());
   fs::path work = fs::path(envOr("TMPDIR", "/tmp")) /
                  ("akad-node-" + envOr("SLURM_CLUSTER_NAME", "local") + "-" + job + "-" + std::to_string(restart));
-  if (argc >= 6 && std::string(argv[4]) == "--work") work = argv[5];
+  const bool workGiven = argc >= 6 && std::string(argv[4]) == "--work";
+  if (workGiven) work = argv[5];
   const fs::path outDir = jobDir / slurm::incarnationName(job, restart);
   std::error_code ec;
   fs::create_directories(outDir, ec);
@@ -377,6 +401,11 @@ int main(int argc, char** argv) {
   for (int r = 0; r < restart; ++r) removeWorkFolder(work.parent_path() / (cgroupPrefix + std::to_string(r)));
   sweepDeadJobsLeftovers(envOr("SLURM_CLUSTER_NAME", "local"), job, work.parent_path());
   const std::string cgroupParent = nested ? nested->sandbox_parent : cgroupPrefix + std::to_string(restart);
+  if (auto st = makeWorkFolder(work, workGiven); !st) {
+    writeFailure(outDir, st.error().message);
+    if (nested) (void)slurm::leaveJobCgroup(*nested);
+    return 0;
+  }
   setDefaultCgroupParent(cgroupParent);
   Result<json> r = runJob(jobDir, work, outDir);
   json out = r ? *r : json{{"ok", false}, {"error", r.error().message}};

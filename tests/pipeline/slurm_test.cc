@@ -6,11 +6,13 @@
 // the gres, and nothing is left in the queue, the shared area or the nodes' cgroups.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <regex>
 #include <set>
@@ -372,8 +374,9 @@ TEST_F(SlurmExecutorTest, AGpuTaskAsksSlurmForOneGpuThroughGres) {
 // test's own: cgroups and folders under the names a node program gives them, for a job id
 // Slurm never had and for a job the test holds in the queue, a process of its own, and what a
 // local user could put in the shared TMPDIR under such names (a folder of theirs, a link).
-// What the sweep test made, removed however the test ends: its process (by pid), its held job,
-// its cgroups (rmdir: empty ones only, deepest first) and its folders and link.
+// What the sweep test (and the planted work folder's) made, removed however the test ends: its
+// process (by pid), its held job, its cgroups (rmdir: empty ones only, deepest first) and its
+// folders and link.
 struct MadeBySweepTest {
   std::string heldJob;
   pid_t sleeper = -1;
@@ -462,6 +465,50 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
   EXPECT_TRUE(fs::exists(decoy / "attempts" / "theirs")) << "a folder another user made was removed";
   EXPECT_TRUE(fs::is_symlink(link)) << "a link another user made was removed";
   EXPECT_TRUE(fs::exists(target / "attempts" / "precious")) << "what a link pointed to was removed";
+}
+
+// A node program's work folder has a predictable name in a shared TMPDIR
+// (akad-node-<cluster>-<job>-<restart>), so a local user can create the next job's first and wait
+// for root to unpack, build and mount in a folder they own. The node program refuses it: the
+// attempt fails saying why, and the folder is left as its owner made it.
+TEST_F(SlurmExecutorTest, AWorkFolderALocalUserMadeFirstIsRefusedAndLeftAsItIs) {
+  PipelineDaemon& d = *daemon_;
+  MadeBySweepTest made;
+  // Slurm numbers jobs one after another: the next ones after a job submitted and cancelled now.
+  auto probe = slurmCommand({"sbatch", "--hold", "--parsable", "--job-name=akadtest-probe", "--wrap", "true"});
+  const std::string probeJob = probe.out.substr(0, probe.out.find_first_of(";\n"));
+  ASSERT_FALSE(probeJob.empty());
+  made.heldJob = probeJob;
+  std::map<std::string, fs::path> planted;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string job = std::to_string(std::stoll(probeJob) + i);
+    const fs::path f = fs::temp_directory_path() / ("akad-node-" + cluster_->name() + "-" + job + "-0");
+    made.folders.push_back(f);
+    ASSERT_EQ(::mkdir(f.c_str(), 0777), 0) << f;
+    ASSERT_EQ(::chmod(f.c_str(), 0777), 0);
+    std::ofstream(f / "theirs") << "theirs\n";
+    ASSERT_EQ(::chown((f / "theirs").c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown(f.c_str(), 65534, 65534), 0);
+    planted[job] = f;
+  }
+
+  json attempts = d.waitRun(d.submit({"cpu/softmax", "--agent", "noop"}), 300s);
+  ASSERT_EQ(attempts.size(), 1u);
+  const json& a = attempts.at(0);
+  ASSERT_TRUE(a.at("executor_job").is_string()) << a.dump();
+  const std::string job = a.at("executor_job");
+  ASSERT_TRUE(planted.count(job)) << "the attempt ran as job " << job << ", not one of the three after " << probeJob;
+  EXPECT_EQ(a.at("state"), "failed") << a.dump();
+  EXPECT_NE(a.at("error").dump().find("refusing the work folder"), std::string::npos) << a.dump();
+  for (const auto& [j, f] : planted) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(f.c_str(), &st), 0) << "the folder planted for job " << j << " was removed";
+    EXPECT_EQ(st.st_uid, 65534u) << f;
+    EXPECT_EQ(st.st_mode & 07777, 0777u) << f;
+    std::vector<std::string> entries;
+    for (const auto& e : fs::directory_iterator(f)) entries.push_back(e.path().filename().string());
+    EXPECT_EQ(entries, std::vector<std::string>{"theirs"}) << "root wrote into the folder planted for job " << j;
+  }
 }
 
 }  // namespace
