@@ -381,6 +381,12 @@ struct MadeBySweepTest {
   std::string heldJob;
   pid_t sleeper = -1;
   std::vector<fs::path> cgroups, folders;
+  // A job held in the queue (it never runs; cancelled here): its id, empty if sbatch failed.
+  std::string holdJob(const std::string& name) {
+    auto held = slurmCommand({"sbatch", "--hold", "--parsable", "--job-name=" + name, "--wrap", "true"});
+    heldJob = held.out.substr(0, held.out.find_first_of(";\n"));
+    return heldJob;
+  }
   ~MadeBySweepTest() {
     if (sleeper > 0 && ::waitpid(sleeper, nullptr, WNOHANG) == 0) {
       ::kill(sleeper, SIGKILL);
@@ -399,10 +405,8 @@ struct MadeBySweepTest {
 TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere) {
   PipelineDaemon& d = *daemon_;
   MadeBySweepTest made;
-  auto held = slurmCommand({"sbatch", "--hold", "--parsable", "--job-name=akadtest-held", "--wrap", "true"});
-  const std::string live = held.out.substr(0, held.out.find_first_of(";\n"));
+  const std::string live = made.holdJob("akadtest-held");
   ASSERT_FALSE(live.empty());
-  made.heldJob = live;
   const std::string dead = "akad-node-" + cluster_->name() + "-999999-0";
   const std::string kept = "akad-node-" + cluster_->name() + "-" + live + "-0";
   std::vector<fs::path> hierarchies;
@@ -474,11 +478,9 @@ TEST_F(SlurmExecutorTest, WhatAKilledJobLeftOnTheNodeIsRemovedByTheNextJobThere)
 TEST_F(SlurmExecutorTest, AWorkFolderALocalUserMadeFirstIsRefusedAndLeftAsItIs) {
   PipelineDaemon& d = *daemon_;
   MadeBySweepTest made;
-  // Slurm numbers jobs one after another: the next ones after a job submitted and cancelled now.
-  auto probe = slurmCommand({"sbatch", "--hold", "--parsable", "--job-name=akadtest-probe", "--wrap", "true"});
-  const std::string probeJob = probe.out.substr(0, probe.out.find_first_of(";\n"));
+  // Slurm numbers jobs one after another: the attempt's is one of the next after a job held now.
+  const std::string probeJob = made.holdJob("akadtest-probe");
   ASSERT_FALSE(probeJob.empty());
-  made.heldJob = probeJob;
   std::map<std::string, fs::path> planted;
   for (int i = 1; i <= 3; ++i) {
     const std::string job = std::to_string(std::stoll(probeJob) + i);
