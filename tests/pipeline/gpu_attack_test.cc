@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <regex>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/pipeline/pipeline_daemon.h"
@@ -92,6 +94,14 @@ void expectNoCredit(const json& attempt) {
   EXPECT_FALSE(credit) << "the attack earned credit: " << verdictOf(r).dump(2);
 }
 
+// The window mode a task's timing asks for (timing.window in its task.yaml; queued when unset).
+std::string taskWindow(const std::string& task) {
+  const std::string text = readFile(fs::path(AKAD_TEST_TASKS_DIR) / task / "task.yaml");
+  std::smatch m;
+  static const std::regex window(R"(\n  window: *([a-z]+))");
+  return std::regex_search(text, m, window) ? m[1].str() : "queued";
+}
+
 // The controls: the reference agent's honest solutions must be scored correct with credit, so
 // the suite can tell credit from none on this GPU.
 TEST_F(GpuAttackTest, TheHonestHipSolutionEarnsCredit) {
@@ -110,8 +120,8 @@ TEST_F(GpuAttackTest, TheHonestTritonSolutionEarnsCredit) {
   std::cout << "[ verdict  ] " << verdictOf(a.at("result")).dump() << "\n";
   EXPECT_TRUE(a.at("result").value("correct", false));
   EXPECT_GT(a.at("result").value("speedup", 0.0), kCreditSpeedup);
-  // The result says how the driver ran its windows: the task's timing.window.
-  EXPECT_EQ(a.at("result").at("gates").at("performance").value("window", ""), "queued");
+  // The result says how the driver ran its windows: the task's timing.window (queued or graph).
+  EXPECT_EQ(a.at("result").at("gates").at("performance").value("window", ""), taskWindow("triton2triton/softmax"));
 }
 
 // --- hip2hip/softmax: the baseline's softmax_rows renamed, a cheating one in its place --------
@@ -243,6 +253,8 @@ extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
 TEST_F(GpuAttackTest, HipLyingClocksEarnNothing) {
   expectNoCredit(submitHip(R"(#include <sys/mman.h>
 #include <unistd.h>
+
+#include <regex>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
