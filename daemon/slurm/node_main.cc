@@ -8,7 +8,8 @@
 // node-local work folder, and leaves its stage, snapshot and result in DIR/out-<job>-<restart>/
 // for the front end, each written durably. The work folder and this job's sandbox cgroups are
 // removed before it exits. Exit status: 0 when result.json was written (whatever the attempt's
-// outcome), 1 when not even that was possible, 2 on usage.
+// outcome), 1 when not even that was possible or the job folder is not one to trust (another user
+// could write to it or swap it), 2 on usage.
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
@@ -368,6 +369,13 @@ int main(int argc, char** argv) {
                  ("akad-node-" + envOr("SLURM_CLUSTER_NAME", "local") + "-" + job + "-" + std::to_string(restart));
   const bool workGiven = argc >= 6 && std::string(argv[4]) == "--work";
   if (workGiven) work = argv[5];
+  // The job folder is the front end's, in a shared area only root can write. One that another
+  // user could write to or swap is trusted with nothing, not even a failure's result: a link
+  // planted where the result goes would have root write wherever it points.
+  if (auto s = checkTrustedDirectory(jobDir); !s) {
+    std::cerr << "akad-node: refusing the job folder " << jobDir.string() << ": " << s.error().message << "\n";
+    return 1;
+  }
   const fs::path outDir = jobDir / slurm::incarnationName(job, restart);
   std::error_code ec;
   fs::create_directories(outDir, ec);

@@ -359,6 +359,50 @@ TEST_F(SafeFilesTest, ATrustedCacheAnotherUserOwnsOrOthersCanWriteIsRefused) {
   EXPECT_EQ(fs::status(dir_ / "mine").permissions() & fs::perms::all, fs::perms::owner_all);
 }
 
+// The Slurm shared area holds the job specs that root runs on every node (with the akacheck path
+// they name) and the agents' credential files: one another user owns or anyone can write is
+// refused at start-up, before anything is written there.
+TEST_F(SafeFilesTest, ASlurmSharedAreaAnotherUserOwnsOrOthersCanWriteIsRefused) {
+  const fs::path theirs = dir_ / "their-shared";
+  fs::create_directories(theirs);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  auto d = start(dir_ / "run" / "akad.sock", dir_ / "state", {"--executor", "slurm", "--slurm-shared", theirs.string()});
+  ASSERT_FALSE(d) << "akad started on a shared area uid 65534 owns";
+  EXPECT_NE(d.error().message.find("refusing --slurm-shared"), std::string::npos) << d.error().message;
+  EXPECT_TRUE(fs::is_empty(theirs)) << "akad wrote into the refused shared area";
+
+  const fs::path open = dir_ / "open-shared";
+  fs::create_directories(open);
+  ::chmod(open.c_str(), 0777);
+  auto o = start(dir_ / "run2" / "akad.sock", dir_ / "state2", {"--executor", "slurm", "--slurm-shared", open.string()});
+  ASSERT_FALSE(o) << "akad started on a shared area anyone can write";
+  EXPECT_NE(o.error().message.find("can be written by users other than its owner"), std::string::npos) << o.error().message;
+  EXPECT_TRUE(fs::is_empty(open)) << "akad wrote into the refused shared area";
+}
+
+// The node program, as root on a node, is handed a job folder in a shared area another user owns:
+// they could swap the folder or plant a link where its result goes (out-<job>-<restart>, here
+// pointing at a root-only folder). It refuses before it writes anything, through the link or not.
+TEST_F(SafeFilesTest, ANodeProgramRefusesAJobFolderAnotherUserCouldSwap) {
+  const fs::path shared = dir_ / "their-area";
+  const fs::path job = shared / "jobs" / "a1-x";
+  fs::create_directories(job);
+  std::ofstream(job / "spec.json") << "{}\n";
+  const fs::path rootOnly = dir_ / "root-only";
+  fs::create_directories(rootOnly);
+  ::chmod(rootOnly.c_str(), 0700);
+  fs::create_directory_symlink(rootOnly, job / "out-local-0");
+  for (const fs::path& p : {shared, shared / "jobs", job, job / "spec.json"}) ASSERT_EQ(::lchown(p.c_str(), 65534, 65534), 0) << p;
+  ASSERT_EQ(::lchown((job / "out-local-0").c_str(), 65534, 65534), 0);
+  const fs::path tmp = dir_ / "node-tmp";
+  fs::create_directories(tmp);
+  auto r = runCommand({AKAD_TEST_NODE_BIN, "run", "--job", job.string()}, {"TMPDIR=" + tmp.string()});
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_NE(r.err.find("refusing the job folder"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(rootOnly)) << "the node program wrote through the planted link";
+  EXPECT_TRUE(fs::is_empty(tmp)) << "the node program made a work folder for a job it should have refused";
+}
+
 TEST_F(SafeFilesTest, ASocketInAWorldWritableFolderIsRefused) {
   const fs::path shared = dir_ / "shared";
   fs::create_directories(shared);
