@@ -311,6 +311,24 @@ class SafeFilesTest : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     return DaemonProcess::start({socket, state, writeFakeTasks(dir_.path())}, args);
   }
+  // akad started with `flags` and a folder uid 65534 owns, then with one anyone can write: refused
+  // each time, saying why (`refusal`: the first), and nothing is written there.
+  void expectFolderOfOthersRefused(const std::string& name, std::vector<std::string> flags, const std::string& refusal) {
+    const fs::path theirs = dir_ / ("their-" + name), open = dir_ / ("open-" + name);
+    fs::create_directories(theirs);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    fs::create_directories(open);
+    ::chmod(open.c_str(), 0777);
+    const std::pair<fs::path, std::string> cases[] = {{theirs, refusal}, {open, "can be written by users other than its owner"}};
+    for (const auto& [folder, why] : cases) {
+      std::vector<std::string> args = flags;
+      args.push_back(folder.string());
+      auto d = start(dir_ / ("run-" + folder.filename().string()) / "akad.sock", dir_ / ("state-" + folder.filename().string()), args);
+      ASSERT_FALSE(d) << "akad started on " << folder;
+      EXPECT_NE(d.error().message.find(why), std::string::npos) << d.error().message;
+      EXPECT_TRUE(fs::is_empty(folder)) << "akad wrote into the refused " << folder;
+    }
+  }
   TempDir dir_;
   fs::path victim_;
 };
@@ -337,21 +355,7 @@ TEST_F(SafeFilesTest, AStateDirUnderAFolderOthersCanWriteIsRefused) {
 // A trusted cache a user made (or could swap) would let them plant the binaries that time and
 // check every candidate.
 TEST_F(SafeFilesTest, ATrustedCacheAnotherUserOwnsOrOthersCanWriteIsRefused) {
-  const fs::path theirs = dir_ / "their-cache";
-  fs::create_directories(theirs);
-  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
-  auto d = start(dir_ / "run" / "akad.sock", dir_ / "state", {"--trusted-cache", theirs.string()});
-  ASSERT_FALSE(d) << "akad started on a trusted cache uid 65534 owns";
-  EXPECT_NE(d.error().message.find("refusing --trusted-cache"), std::string::npos) << d.error().message;
-  EXPECT_TRUE(fs::is_empty(theirs)) << "akad wrote into the refused cache";
-
-  const fs::path open = dir_ / "open-cache";
-  fs::create_directories(open);
-  ::chmod(open.c_str(), 0777);
-  auto o = start(dir_ / "run2" / "akad.sock", dir_ / "state2", {"--trusted-cache", open.string()});
-  ASSERT_FALSE(o) << "akad started on a trusted cache anyone can write";
-  EXPECT_NE(o.error().message.find("can be written by users other than its owner"), std::string::npos)
-      << o.error().message;
+  expectFolderOfOthersRefused("cache", {"--trusted-cache"}, "refusing --trusted-cache");
 
   // Its own, made by akad: accepted.
   auto ok = start(dir_ / "run3" / "akad.sock", dir_ / "state3", {"--trusted-cache", (dir_ / "mine").string()});
@@ -363,21 +367,7 @@ TEST_F(SafeFilesTest, ATrustedCacheAnotherUserOwnsOrOthersCanWriteIsRefused) {
 // they name) and the agents' credential files: one another user owns or anyone can write is
 // refused at start-up, before anything is written there.
 TEST_F(SafeFilesTest, ASlurmSharedAreaAnotherUserOwnsOrOthersCanWriteIsRefused) {
-  const fs::path theirs = dir_ / "their-shared";
-  fs::create_directories(theirs);
-  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
-  auto d = start(dir_ / "run" / "akad.sock", dir_ / "state", {"--executor", "slurm", "--slurm-shared", theirs.string()});
-  ASSERT_FALSE(d) << "akad started on a shared area uid 65534 owns";
-  EXPECT_NE(d.error().message.find("refusing --slurm-shared"), std::string::npos) << d.error().message;
-  EXPECT_TRUE(fs::is_empty(theirs)) << "akad wrote into the refused shared area";
-
-  const fs::path open = dir_ / "open-shared";
-  fs::create_directories(open);
-  ::chmod(open.c_str(), 0777);
-  auto o = start(dir_ / "run2" / "akad.sock", dir_ / "state2", {"--executor", "slurm", "--slurm-shared", open.string()});
-  ASSERT_FALSE(o) << "akad started on a shared area anyone can write";
-  EXPECT_NE(o.error().message.find("can be written by users other than its owner"), std::string::npos) << o.error().message;
-  EXPECT_TRUE(fs::is_empty(open)) << "akad wrote into the refused shared area";
+  expectFolderOfOthersRefused("shared", {"--executor", "slurm", "--slurm-shared"}, "refusing --slurm-shared");
 }
 
 // The node program, as root on a node, is handed a job folder in a shared area another user owns:
