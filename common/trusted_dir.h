@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -65,6 +66,14 @@ inline Status checkTrustedDirectory(const std::filesystem::path& dir) {
   if (ec) return Error{"cannot resolve " + dir.string() + ": " + ec.message()};
   if (auto s = detail::checkTrustedChain(given.has_filename() ? given : given.parent_path(), true); !s) return s;
   return detail::checkTrustedChain(real, false);
+}
+
+// `dir` made (mode 0700) if it is missing, then checked as above: for a folder of akad's that an
+// operator names and akad may have to create (its trusted cache, the Slurm shared area, a node's
+// cache or work folder). Its parent must exist.
+inline Status makeTrustedDirectory(const std::filesystem::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return errnoError("cannot create " + dir.string());
+  return checkTrustedDirectory(dir);
 }
 
 }  // namespace akad

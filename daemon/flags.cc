@@ -1,10 +1,6 @@
 #include "daemon/flags.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -138,11 +134,9 @@ Result<std::optional<slurm::SlurmConfig>> checkSlurm(const DaemonOptions& o) {
   if (o.slurmShared.empty()) return Error{"--executor slurm needs --slurm-shared (a folder every node mounts at the same path)"};
   std::error_code ec;
   fs::create_directories(fs::path(o.slurmShared).parent_path(), ec);
-  if (::mkdir(o.slurmShared.c_str(), 0700) != 0 && errno != EEXIST)
-    return Error{"--slurm-shared " + o.slurmShared + ": " + std::strerror(errno)};
   // Root on every node acts on what is in it (job specs, the akacheck path they name), and the
   // credential files are there: refused if anyone but akad's user could write to it or swap it.
-  if (auto s = checkTrustedDirectory(o.slurmShared); !s)
+  if (auto s = makeTrustedDirectory(o.slurmShared); !s)
     return Error{"refusing --slurm-shared " + o.slurmShared + ": " + s.error().message};
   if (!o.slurm.node_cache.empty() && !o.slurm.node_cache.is_absolute())
     return Error{"--slurm-node-cache " + o.slurm.node_cache.string() + ": must be an absolute path (the same on every node)"};

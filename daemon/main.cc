@@ -141,9 +141,7 @@ Result<OpenState> openState(const std::string& stateDir) {
 // write to it or swap it (the default is inside the state dir, checked with it).
 Status setUpTrustedCache(const DaemonOptions& o) {
   if (o.trustedCache.empty()) return {};
-  if (::mkdir(o.trustedCache.c_str(), 0700) != 0 && errno != EEXIST)
-    return Error{"--trusted-cache: cannot create " + o.trustedCache + ": " + std::strerror(errno)};
-  if (auto s = checkTrustedDirectory(o.trustedCache); !s)
+  if (auto s = makeTrustedDirectory(o.trustedCache); !s)
     return Error{"refusing --trusted-cache " + o.trustedCache + ": " + s.error().message};
   return {};
 }

@@ -124,9 +124,7 @@ Result<AttemptSetup> nodeSetup(const slurm::AttemptJobSpec& spec, const fs::path
     // Kept across jobs, so checked like akad's own --trusted-cache: it holds the binaries that
     // time and check candidates (builds in it are locked across the node's jobs).
     setup.trusted_cache = spec.node_cache;
-    if (::mkdir(spec.node_cache.c_str(), 0700) != 0 && errno != EEXIST)
-      return errnoError("cannot create the node cache " + spec.node_cache);
-    if (auto s = checkTrustedDirectory(spec.node_cache); !s)
+    if (auto s = makeTrustedDirectory(spec.node_cache); !s)
       return Error{"refusing the node cache " + spec.node_cache + ": " + s.error().message};
   }
   setup.images_dir = spec.images_dir;
@@ -335,15 +333,13 @@ void sweepDeadJobsLeftovers(const std::string& cluster, const std::string& ownJo
 Status makeWorkFolder(const fs::path& work, bool given) {
   std::error_code ec;
   fs::create_directories(work.parent_path(), ec);
-  if (::mkdir(work.c_str(), 0700) != 0) {
-    if (errno != EEXIST) return errnoError("cannot create the work folder " + work.string());
-    if (auto s = checkTrustedDirectory(work); !s) return Error{"refusing the work folder " + work.string() + ": " + s.error().message};
-    if (!given) {
-      removeWorkFolder(work);
-      if (::mkdir(work.c_str(), 0700) != 0) return errnoError("cannot create the work folder " + work.string());
-    }
+  const bool existed = fs::exists(fs::symlink_status(work, ec));
+  Status made = makeTrustedDirectory(work);
+  if (made && existed && !given) {
+    removeWorkFolder(work);
+    made = makeTrustedDirectory(work);
   }
-  if (auto s = checkTrustedDirectory(work); !s) return Error{"refusing the work folder " + work.string() + ": " + s.error().message};
+  if (!made) return Error{"refusing the work folder " + work.string() + ": " + made.error().message};
   return {};
 }
 
