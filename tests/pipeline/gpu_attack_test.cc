@@ -10,10 +10,9 @@
 
 #include <unistd.h>
 
-#include <regex>
-
 #include <nlohmann/json.hpp>
 
+#include "daemon/pipeline/task.h"
 #include "tests/pipeline/pipeline_daemon.h"
 
 namespace akad::test {
@@ -94,12 +93,11 @@ void expectNoCredit(const json& attempt) {
   EXPECT_FALSE(credit) << "the attack earned credit: " << verdictOf(r).dump(2);
 }
 
-// The window mode a task's timing asks for (timing.window in its task.yaml; queued when unset).
+// The window mode a task's timing asks for (timing.window in its task.yaml), as akad reads it.
 std::string taskWindow(const std::string& task) {
-  const std::string text = readFile(fs::path(AKAD_TEST_TASKS_DIR) / task / "task.yaml");
-  std::smatch m;
-  static const std::regex window(R"(\n  window: *([a-z]+))");
-  return std::regex_search(text, m, window) ? m[1].str() : "queued";
+  auto t = readTaskFile(fs::path(AKAD_TEST_TASKS_DIR) / task);
+  EXPECT_TRUE(t) << t.error().message;
+  return t ? t->timing.window : "";
 }
 
 // The controls: the reference agent's honest solutions must be scored correct with credit, so
@@ -253,8 +251,6 @@ extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
 TEST_F(GpuAttackTest, HipLyingClocksEarnNothing) {
   expectNoCredit(submitHip(R"(#include <sys/mman.h>
 #include <unistd.h>
-
-#include <regex>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
