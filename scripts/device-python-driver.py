@@ -205,6 +205,7 @@ def summary(work, tasks):
             if glob.glob(f"{work}/{tid}-{pre}-baseline-*/report.json"):
                 print(f"  -- {mode} windows")
                 perf_summary(work, tid, pre)
+                trace_summary(work, tid, pre)
         attack_summary(work, tid)
 
 
@@ -246,6 +247,56 @@ def perf_summary(work, tid, pre):
         print(line)
         if c:
             print(f"    generate: CPU {c['generate_cpu_ms']:.0f} ms, GPU {c['generate_gpu_ms']:.2f} ms per call")
+
+
+def trace_lines(path, side):
+    """The AKA_TRACE lines of one side's log: [(kind, calls, {mark: ns})]."""
+    out = []
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        f = line.split()
+        if len(f) >= 4 and f[0] == "trace" and f[1] == side:
+            marks = dict(x.split("=", 1) for x in f[4:] if "=" in x)
+            out.append((f[2], int(f[3]), marks))
+    return out
+
+
+# The segments of a window, from the driver's and the worker's marks (the same CLOCK_MONOTONIC).
+TRACE_SEGMENTS = (("hand", "t0", "sent"), ("wake", "sent", "recv"), ("import", "recv", "imported"),
+                  ("map", "imported", "mapped"), ("launch", "mapped", "launched"), ("drain", "launched", "synced"),
+                  ("done", "synced", "done"), ("pieces", "done", "t1"), ("exchange", "sent", "done"))
+
+
+def trace_summary(work, tid, pre):
+    """Where a window's time goes (AKA_TRACE=1 runs): per configuration, side and kind of window,
+    the median of each segment in us per call, and the worker's events."""
+    rows = {}
+    for who in ("baseline", "candidate"):
+        for log in sorted(glob.glob(f"{work}/{tid}-{pre}-{who}-*.driver.log")):
+            drv = trace_lines(log, "driver")
+            wrk = trace_lines(log[:-len(".driver.log")] + ".worker.log", "worker")
+            for i, (kind, calls, m) in enumerate(drv):
+                marks = {k: int(v) for k, v in m.items() if k != "group"}
+                if len(wrk) == len(drv):
+                    marks.update({k: int(v) for k, v in wrk[i][2].items()})
+                d = rows.setdefault((m.get("group", "?"), who, kind), {})
+                per = max(calls, 1)
+                for name, a, b in TRACE_SEGMENTS:
+                    if a in marks and b in marks:
+                        d.setdefault(name, []).append((marks[b] - marks[a]) / per / 1e3)
+                if "events" in marks:
+                    d.setdefault("events", []).append(marks["events"] / per / 1e3)
+                d.setdefault("total", []).append((marks["t1"] - marks["t0"]) / per / 1e3)
+    if not rows:
+        return
+    names = [n for n, _, _ in TRACE_SEGMENTS] + ["events", "total"]
+    print("    trace, median us per call: " + " ".join(names))
+    for (group, who, kind), d in sorted(rows.items()):
+        cells = " ".join(f"{median(d[n]):.1f}" if n in d else "-" for n in names)
+        print(f"    {group} {who} {kind} (n={len(d['total'])}): {cells}")
 
 
 def attack_summary(work, tid):

@@ -387,6 +387,15 @@ class GroupTimes:
 
 WINDOWS = ("queued", "synced", "graph")
 
+# AKA_TRACE=1: one line on stderr per window with the driver's host times (CLOCK_MONOTONIC, as
+# the worker's own trace lines), for scripts/device-python-driver.py's trace summary: where a
+# window's time goes between T0 and T1. A diagnostic; nothing here reaches a result.
+TRACE = os.environ.get("AKA_TRACE") == "1"
+
+
+def trace(side, kind, calls, **marks):
+    sys.stderr.write(f"trace {side} {kind} {calls} " + " ".join(f"{k}={v}" for k, v in marks.items()) + "\n")
+
 
 def window_mode(plan):
     """The task's timing.window, which the scorer writes into the perf plan; AKA_WINDOW in the
@@ -408,6 +417,7 @@ class Driver:
         self.kept = []
         self.kept_gpu_bytes = 0
         self.timed_calls = 0
+        self.group = None  # the configuration being timed, for the trace
         # Queued windows (calls back to back, one synchronisation at the window's last call)
         # unless synced: since one strided copy per piece reads a queued window's outputs, queued
         # speedups track do_bench's and synced ones read 13-33% below it (docs/scoring.md,
@@ -446,6 +456,7 @@ class Driver:
         layout = layout_of(first)
         k = window_calls_for(sum(t.numel() * t.element_size() for t in first.values()))
         times.window_calls = k
+        self.group = g["name"]
         self.send({"type": "group", "name": g["name"], "config": config, "inputs": table_of(layout)})
         out_layout = parse_output_table(self.receive("its outputs"))
         header = chan.Header.create()
@@ -533,6 +544,7 @@ class Driver:
             t0 = time.perf_counter_ns()
             self.send(pool.describe(), fd)
             queued = chan.WINDOW_QUEUED if self.queued else 0
+            sent = time.perf_counter_ns()
             if self.graph:
                 self.exchange(header, chan.REPLAY)
                 inproc.append(header.inproc_ns())
@@ -550,8 +562,12 @@ class Driver:
             elif queued:
                 for j in range(n):
                     samples[j].read_async(stream)
+            done = time.perf_counter_ns()
             akacuda.synchronize(stream)
             t1 = time.perf_counter_ns()
+            if TRACE:
+                trace("driver", "call" if w.cmd == chan.CALL else "empty", n, group=self.group, t0=t0, sent=sent,
+                      done=done, t1=t1)
         finally:
             if fd >= 0:
                 os.close(fd)

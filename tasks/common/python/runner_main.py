@@ -200,6 +200,11 @@ def output_table(config, in_layout):
     return table
 
 
+# AKA_TRACE=1: one line on stderr per graph window with the worker's host times (the driver's
+# trace says more); a diagnostic, never read by the driver.
+TRACE = os.environ.get("AKA_TRACE") == "1"
+
+
 def receive(sock, what):
     msg, fd = chan.receive_message(sock)
     if msg is None:
@@ -432,6 +437,7 @@ class GraphWindow:
         memory the GPU has used, releasing it and destroying the graphs cost more than the
         empty windows' (nothing used, no graphs), which would not calibrate away."""
         msg, fd = received
+        recv = time.perf_counter_ns()
         try:
             if fd is None or not isinstance(msg, dict) or msg.get("type") != "pool" or int(msg["size"]) != self.size:
                 raise RuntimeError("the driver sent no pool of the window's size")
@@ -439,13 +445,21 @@ class GraphWindow:
         finally:
             if fd is not None:
                 os.close(fd)
+        imported = time.perf_counter_ns()
         self.range.map(self.pool)
+        mapped = time.perf_counter_ns()
         start.record()
         for graph in self.graphs:
             graph.replay()
         stop.record()
+        launched = time.perf_counter_ns()
         torch.cuda.synchronize()
-        return int(start.elapsed_time(stop) * 1e6 / max(self.calls, 1))
+        inproc = int(start.elapsed_time(stop) * 1e6 / max(self.calls, 1))
+        if TRACE:
+            synced = time.perf_counter_ns()
+            sys.stderr.write(f"trace worker graph {self.calls} recv={recv} imported={imported} mapped={mapped} "
+                             f"launched={launched} synced={synced} events={inproc * max(self.calls, 1)}\n")
+        return inproc
 
     def close(self):
         """Nothing of ours still runs on the pool, then the pool unmapped and released, the graphs
