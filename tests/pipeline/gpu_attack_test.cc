@@ -194,6 +194,75 @@ extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
 )"));
 }
 
+// Honest for the first four calls of every shape (all that a correctness run makes), then runs
+// the kernel only on every eighth call and returns at once from the others: their outputs stay
+// the driver's poison, and any call may be the one kept and verified.
+TEST_F(GpuAttackTest, HipSkippingMostCallsEarnsNothing) {
+  expectNoCredit(submitHip(R"(#include <map>
+#include <utility>
+extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
+  static std::map<std::pair<int, int>, int> calls;
+  const int n = ++calls[{rows, cols}];
+  if (n <= 4 || n % 8 == 0) baseline_softmax_rows(x, y, rows, cols);
+}
+)"));
+}
+
+// Honest for the first four calls of every shape, then returns at once and has a thread of its
+// own launch the kernel a millisecond later: the pieces read at done are the poison, and a
+// launch after the window finds its input pool unmapped.
+TEST_F(GpuAttackTest, HipDeferredWritesEarnNothing) {
+  expectNoCredit(submitHip(R"(#include <chrono>
+#include <map>
+#include <thread>
+#include <utility>
+extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
+  static std::map<std::pair<int, int>, int> calls;
+  if (++calls[{rows, cols}] <= 4) {
+    baseline_softmax_rows(x, y, rows, cols);
+    return;
+  }
+  std::thread([=] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    baseline_softmax_rows(x, y, rows, cols);
+    (void)hipStreamSynchronize(0);
+  }).detach();
+}
+)"));
+}
+
+// Honest for the first eight calls of every shape, keeping each output, then answers call n with
+// a device-to-device copy of the output of call n mod 8, as if input sets came round in a fixed
+// order: every timed call has inputs of its own, so the kept calls' outputs are wrong.
+TEST_F(GpuAttackTest, HipReplayingOutputsByCallIndexEarnsNothing) {
+  expectNoCredit(submitHip(R"(#include <map>
+#include <utility>
+#include <vector>
+extern "C" void softmax_rows(const float* x, float* y, int rows, int cols) {
+  static std::map<std::pair<int, int>, std::vector<float*>> kept;
+  static std::map<std::pair<int, int>, int> calls;
+  const std::pair<int, int> shape{rows, cols};
+  const int n = calls[shape]++;
+  const size_t bytes = size_t(rows) * cols * sizeof(float);
+  std::vector<float*>& outputs = kept[shape];
+  if (n < 8) {
+    baseline_softmax_rows(x, y, rows, cols);
+    float* copy = nullptr;
+    if (hipMalloc(reinterpret_cast<void**>(&copy), bytes) == hipSuccess) {
+      (void)hipMemcpyAsync(copy, y, bytes, hipMemcpyDeviceToDevice, 0);
+      outputs.push_back(copy);
+    }
+    return;
+  }
+  if (outputs.empty()) {
+    baseline_softmax_rows(x, y, rows, cols);
+    return;
+  }
+  (void)hipMemcpyAsync(y, outputs[size_t(n) % outputs.size()], bytes, hipMemcpyDeviceToDevice, 0);
+}
+)"));
+}
+
 // Finds the channel's header page among its own mappings and, from a thread, answers every go
 // with done at once (and a worker's time of 1 ns), so the driver's clock would stop before the
 // kernel has run; the kernel itself is the baseline's.
@@ -336,6 +405,25 @@ def softmax(x, y):
     n = _calls[tuple(x.shape)] = _calls.get(tuple(x.shape), 0) + 1
     if n <= 4 or n % 8 == 0:
         _baseline(x, y)
+)"));
+}
+
+// Honest for the first eight calls of every shape, keeping each output, then answers call n with
+// a copy of the output of call n mod 8, as if input sets came round in a fixed order.
+TEST_F(GpuAttackTest, PythonReplayingOutputsByCallIndexEarnsNothing) {
+  expectNoCredit(submitPython(R"(_kept = {}
+_calls = {}
+
+
+def softmax(x, y):
+    shape = tuple(x.shape)
+    n = _calls[shape] = _calls.get(shape, 0) + 1
+    outputs = _kept.setdefault(shape, [])
+    if n <= 8:
+        _baseline(x, y)
+        outputs.append(y.clone())
+        return
+    y.copy_(outputs[n % 8])
 )"));
 }
 
