@@ -86,7 +86,7 @@ Result<bool> restoreCandidateBuild(const fs::path& root, const std::string& key,
   const fs::path entry = root / key;
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(entry, ec))) return false;
-  if (fs::exists(jit, ec)) return Error{"cannot restore a build into " + jit.string() + ": it exists"};
+  if (fs::exists(fs::symlink_status(jit, ec))) return Error{"cannot restore a build into " + jit.string() + ": it exists"};
   if (auto s = copyTree(entry, jit, FileTimes::Kept); !s) {
     fs::remove_all(jit, ec);
     return s.error();
@@ -101,6 +101,9 @@ Result<std::string> publishCandidateBuild(const fs::path& root, const std::strin
   std::error_code ec;
   const fs::path entry = root / key;
   if (fs::exists(entry, ec)) return std::string("kept already");
+  // The candidate's code may have swapped its folder for a link to one of anybody's: only a
+  // folder is kept, and copyTree follows no link inside it.
+  if (!fs::is_directory(fs::symlink_status(jit, ec))) return std::string("not kept: the build folder is not a folder");
   auto size = folderSize(jit, limits.entry_bytes);
   if (!size) return "not kept: " + size.error().message;
   fs::create_directories(root, ec);

@@ -1,12 +1,18 @@
 #include "daemon/pipeline/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
+#include <memory>
+#include <vector>
 
+#include "common/fd_copy.h"
 #include "common/unique_fd.h"
 
 namespace fs = std::filesystem;
@@ -33,27 +39,101 @@ Status copyFile(const fs::path& src, const fs::path& dst, FileTimes times) {
   return {};
 }
 
+namespace {
+
+// Deeper than any tree the pipeline copies; a bound on the recursion for trees others wrote.
+constexpr int kMaxCopyDepth = 128;
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+// The names in a folder open as `dirfd`, without . and ..
+Result<std::vector<std::string>> namesIn(int dirfd, const fs::path& shown) {
+  const int dupfd = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (dupfd < 0) return errnoError("cannot list " + shown.string());
+  std::unique_ptr<DIR, DirCloser> d(::fdopendir(dupfd));
+  if (!d) {
+    ::close(dupfd);
+    return errnoError("cannot list " + shown.string());
+  }
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* de = ::readdir(d.get())) {
+    const std::string n = de->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  if (errno != 0) return errnoError("cannot list " + shown.string());
+  return names;
+}
+
+// Replaces whatever is at `name` in `dstfd` unless it is a folder.
+Status clearName(int dstfd, const std::string& name, const fs::path& shown) {
+  if (::unlinkat(dstfd, name.c_str(), 0) != 0 && errno != ENOENT)
+    return errnoError("cannot replace " + shown.string());
+  return {};
+}
+
+Status copyFileAt(int srcfd, int dstfd, const std::string& name, const fs::path& shown, FileTimes times) {
+  UniqueFd in(::openat(srcfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!in.valid() || ::fstat(in.get(), &st) != 0) return errnoError("cannot open " + shown.string());
+  if (!S_ISREG(st.st_mode)) return Error{shown.string() + " changed while it was copied"};
+  if (auto s = clearName(dstfd, name, shown); !s) return s;
+  const mode_t mode = (st.st_mode & 0111) ? 0755 : 0644;
+  UniqueFd out(::openat(dstfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+  if (!out.valid()) return errnoError("cannot create the copy of " + shown.string());
+  if (!copyFdBytes(out.get(), in.get(), st.st_size)) return errnoError("cannot copy " + shown.string());
+  if (::fchmod(out.get(), mode) != 0) return errnoError("cannot set the mode of the copy of " + shown.string());
+  if (times == FileTimes::Kept) {
+    const struct timespec keep[2] = {{0, UTIME_OMIT}, st.st_mtim};
+    if (::futimens(out.get(), keep) != 0) return errnoError("cannot set the time of the copy of " + shown.string());
+  }
+  return {};
+}
+
+// Copies the folder open as `srcfd` into the one open as `dstfd`, never following a link on
+// either side: a tree a sandbox wrote may hold links to anywhere, and what a trusted copy
+// reads and writes must stay inside the two folders.
+Status copyDirAt(int srcfd, int dstfd, const fs::path& shown, FileTimes times, int depth) {
+  if (depth > kMaxCopyDepth) return Error{shown.string() + " is nested more than " + std::to_string(kMaxCopyDepth) + " deep"};
+  auto names = namesIn(srcfd, shown);
+  if (!names) return names.error();
+  for (const std::string& name : *names) {
+    const fs::path path = shown / name;
+    struct stat st {};
+    if (::fstatat(srcfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errnoError("cannot stat " + path.string());
+    if (S_ISLNK(st.st_mode)) {
+      std::string target(PATH_MAX, '\0');
+      const ssize_t n = ::readlinkat(srcfd, name.c_str(), target.data(), target.size());
+      if (n < 0 || static_cast<size_t>(n) >= target.size()) return errnoError("cannot read the link " + path.string());
+      target.resize(static_cast<size_t>(n));
+      if (auto s = clearName(dstfd, name, path); !s) return s;
+      if (::symlinkat(target.c_str(), dstfd, name.c_str()) != 0) return errnoError("cannot copy the link " + path.string());
+    } else if (S_ISDIR(st.st_mode)) {
+      if (::mkdirat(dstfd, name.c_str(), 0755) != 0 && errno != EEXIST) return errnoError("cannot create the copy of " + path.string());
+      UniqueFd from(::openat(srcfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd to(::openat(dstfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!from.valid() || !to.valid()) return errnoError("cannot open " + path.string() + " or its copy as a folder");
+      if (auto s = copyDirAt(from.get(), to.get(), path, times, depth + 1); !s) return s;
+    } else if (S_ISREG(st.st_mode)) {
+      if (auto s = copyFileAt(srcfd, dstfd, name, path, times); !s) return s;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Status copyTree(const fs::path& src, const fs::path& dst, FileTimes times) {
+  UniqueFd from(::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!from.valid()) return errnoError("cannot copy " + src.string() + " (a folder, not a link, is needed)");
   std::error_code ec;
   fs::create_directories(dst, ec);
   if (ec) return Error{"cannot create " + dst.string() + ": " + ec.message()};
-  for (fs::recursive_directory_iterator it(src, ec), end; it != end; it.increment(ec)) {
-    if (ec) break;
-    const fs::path rel = fs::relative(it->path(), src);
-    const fs::path target = dst / rel;
-    const auto st = it->symlink_status();
-    if (fs::is_symlink(st)) {
-      fs::remove(target, ec);
-      fs::create_symlink(fs::read_symlink(it->path()), target, ec);
-    } else if (fs::is_directory(st)) {
-      fs::create_directories(target, ec);
-    } else if (fs::is_regular_file(st)) {
-      if (auto s = copyFile(it->path(), target, times); !s) return s;
-    }
-    if (ec) return Error{"cannot copy " + it->path().string() + ": " + ec.message()};
-  }
-  if (ec) return Error{"cannot walk " + src.string() + ": " + ec.message()};
-  return {};
+  UniqueFd to(::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!to.valid()) return errnoError("cannot open " + dst.string() + " as a folder");
+  return copyDirAt(from.get(), to.get(), src, times, 0);
 }
 
 Status writeFile(const fs::path& path, const std::string& content) {

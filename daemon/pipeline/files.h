@@ -16,7 +16,9 @@ enum class FileTimes { Fresh, Kept };
 
 // Copies regular files, directories and symlinks (as links) from src into dst, keeping the
 // executable bit (and with FileTimes::Kept the regular files' modification times); dst is
-// created. Other file types are skipped.
+// created. Other file types are skipped. No link is followed, src itself included (a link
+// there is refused): trees a sandbox wrote are copied with it, and their links may point
+// anywhere.
 Status copyTree(const std::filesystem::path& src, const std::filesystem::path& dst, FileTimes times = FileTimes::Fresh);
 Status copyFile(const std::filesystem::path& src, const std::filesystem::path& dst, FileTimes times = FileTimes::Fresh);
 // Gives `path` the modification time of `from` (to the nanosecond).

@@ -246,3 +246,90 @@ TEST(AkaBuildSeed, LinksTheCandidatePlantedInItsCacheFolderAreNotWrittenThrough)
     EXPECT_TRUE(fs::is_symlink(f.cand / planted));
   }
 }
+
+// --- the candidate's build cache (build_cache.h): its folder is written by candidate code ------
+
+namespace {
+
+const std::string kCacheKey(64, 'c');
+
+// A candidate's build folder and a cache root as deep as it below one temporary folder, so
+// that a relative path taken through a link climbs from the cache entry to exactly where it
+// climbs from the build folder: onto the victim's file, outside both.
+struct CacheFolders {
+  test::TempDir tmp;
+  fs::path jit = tmp / "s1/s2/s3/aka-ext";
+  fs::path root = tmp / "r1/r2/r3";
+  fs::path victim = tmp / "victim";
+  CacheFolders() {
+    fs::create_directories(jit);
+    writeText(jit / "module.so", "the candidate's build");
+    fs::create_directories(victim);
+    writeText(victim / "precious.db", "another tenant's data");
+  }
+  void expectVictimUntouched() const {
+    EXPECT_FALSE(fs::is_symlink(victim / "precious.db"));
+    ASSERT_TRUE(fs::is_regular_file(fs::symlink_status(victim / "precious.db")));
+    EXPECT_EQ(readText(victim / "precious.db"), "another tenant's data");
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(victim)) names.push_back(e.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{"precious.db"});
+  }
+};
+
+}  // namespace
+
+// Candidate code left links in its build folder to a file of another's, by absolute and by
+// relative path, and to a folder: root keeps them as links, as they were, and neither deletes,
+// replaces nor writes into what they point to, on keeping or on handing them back.
+TEST(AkaBuildCache, LinksTheCandidateLeftInItsBuildFolderAreKeptAsLinksAndNothingOutsideIsTouched) {
+  CacheFolders f;
+  fs::create_symlink(f.victim / "precious.db", f.jit / "absolute");
+  fs::create_symlink(fs::path("../../../../victim/precious.db"), f.jit / "relative");
+  fs::create_directory_symlink(f.victim, f.jit / "folder");
+  auto kept = publishCandidateBuild(f.root, kCacheKey, f.jit);
+  f.expectVictimUntouched();
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_TRUE(kept->starts_with("kept (")) << *kept;
+  const fs::path entry = f.root / kCacheKey;
+  EXPECT_EQ(readText(entry / "module.so"), "the candidate's build");
+  EXPECT_EQ(fs::read_symlink(entry / "absolute"), f.victim / "precious.db");
+  EXPECT_EQ(fs::read_symlink(entry / "relative"), fs::path("../../../../victim/precious.db"));
+  EXPECT_TRUE(fs::is_symlink(entry / "folder"));
+
+  const fs::path again = f.tmp / "ws2/build/aka-ext";
+  fs::create_directories(again.parent_path());
+  auto hit = restoreCandidateBuild(f.root, kCacheKey, again);
+  ASSERT_TRUE(hit) << hit.error().message;
+  EXPECT_TRUE(*hit);
+  EXPECT_EQ(readText(again / "module.so"), "the candidate's build");
+  EXPECT_TRUE(fs::is_symlink(again / "absolute"));
+  f.expectVictimUntouched();
+}
+
+// Candidate code swapped its build folder for a link to a folder it may not read (held-out
+// configurations, another tenant's snapshots): root keeps nothing, so a later scoring of the
+// same bytes gets nothing of that folder back.
+TEST(AkaBuildCache, ABuildFolderSwappedForALinkIsNotKept) {
+  CacheFolders f;
+  const fs::path secret = f.tmp / "secret";
+  fs::create_directories(secret);
+  writeText(secret / "held_out.yaml", "configs: [the unseen ones]\n");
+  fs::remove_all(f.jit);
+  fs::create_directory_symlink(secret, f.jit);
+  auto kept = publishCandidateBuild(f.root, kCacheKey, f.jit);
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_TRUE(kept->starts_with("not kept")) << *kept;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(f.root / kCacheKey)));
+  if (fs::exists(f.root))
+    for (const auto& e : fs::directory_iterator(f.root)) ADD_FAILURE() << "left in the cache: " << e.path();
+  const fs::path again = f.tmp / "ws2/build/aka-ext";
+  fs::create_directories(again.parent_path());
+  auto hit = restoreCandidateBuild(f.root, kCacheKey, again);
+  ASSERT_TRUE(hit) << hit.error().message;
+  EXPECT_FALSE(*hit);
+  EXPECT_FALSE(fs::exists(again / "held_out.yaml"));
+  // copyTree itself refuses a link as the folder to copy.
+  EXPECT_FALSE(copyTree(f.jit, f.tmp / "copy").ok());
+  EXPECT_FALSE(fs::exists(f.tmp / "copy" / "held_out.yaml"));
+}
