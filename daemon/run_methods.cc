@@ -24,6 +24,8 @@ constexpr std::int64_t kMaxAttemptsPerTask = 100;
 constexpr std::int64_t kMaxAttemptsPerRun = 10000;
 constexpr std::size_t kMaxLabel = 200;
 constexpr std::size_t kMaxAgentCommand = 64 * 1024;
+// Names of secrets passed to the agent; each is kept with the run (its value is not).
+constexpr std::size_t kMaxCredentials = 64;
 
 // options: agent_time_limit_s (number > 0), gpu_model (string), gpu_share (1 to kMaxGpuShare:
 // attempts of this run that may share one GPU), credentials (object of strings, kept in memory
@@ -49,7 +51,9 @@ Status checkRunOptions(const json& options) {
         if (!e.is_string() || !parseEgressRule(e.get<std::string>()))
           return invalidParams("option \"allow\" must be a list of host:port entries, got " + e.dump());
     } else if (key == "credentials") {
-      if (!value.is_object()) return invalidParams("option \"credentials\" must be an object of strings");
+      if (!value.is_object() || value.size() > kMaxCredentials)
+        return invalidParams("option \"credentials\" must be an object of at most " + std::to_string(kMaxCredentials) +
+                             " names to strings");
       for (const auto& [k, v] : value.items())
         if (!v.is_string() || k.empty() || k.size() > 128) return invalidParams("option \"credentials\" must map names to strings");
     } else {
@@ -334,10 +338,16 @@ Result<json> listRuns(DaemonContext& ctx, const Peer& peer, const json& params) 
   // A tenant lists its own runs; an admin everyone's.
   std::optional<std::int64_t> owner;
   if (!ctx.tenants.isAdmin(peer)) owner = peer.uid;
-  auto runs = ctx.store.listRuns(*state, *limit, owner);
+  // Summaries: a run's params and agent command (up to about 400 KiB each) are run.get's.
+  auto runs = ctx.store.listRuns(*state, *limit, owner, Store::RunFields::Summary);
   if (!runs) return runs.error();
   json out = json::array();
-  for (const RunRecord& r : *runs) out.push_back(r.toJson());
+  for (const RunRecord& r : *runs) {
+    json row = r.toJson();
+    row.erase("params");
+    row.erase("agent_command");
+    out.push_back(std::move(row));
+  }
   return json{{"runs", out}};
 }
 
@@ -346,7 +356,8 @@ Result<json> listRuns(DaemonContext& ctx, const Peer& peer, const json& params) 
 void registerRunMethods(MethodTable& table, DaemonContext& ctx) {
   table.addOffloaded("run.submit",
                      [&ctx](const Peer& peer, const json& params) { return submitRun(ctx, peer, params); });
-  table.add("run.list", [&ctx](const Peer& peer, const json& params) { return listRuns(ctx, peer, params); });
+  // Off the I/O thread: a listing of a thousand runs reads the store at length.
+  table.addOffloaded("run.list", [&ctx](const Peer& peer, const json& params) { return listRuns(ctx, peer, params); });
   table.addOffloaded("run.get", [&ctx](const Peer& peer, const json& params) -> Result<json> {
     auto id = readRunId(params, {"id"});
     if (!id) return id.error();

@@ -39,6 +39,9 @@ Result<std::string> newRunId() {
 constexpr const char* kRunColumns =
     "id, label, agent, agent_command, state, params, submitter_uid, submitter_gid, created_at, "
     "updated_at, ended_at";
+// The same row without the agent command and the params (read as none and {}).
+constexpr const char* kRunSummaryColumns =
+    "id, label, agent, NULL, state, '{}', submitter_uid, submitter_gid, created_at, updated_at, ended_at";
 
 RunRecord readRun(const sqlite::Statement& st) {
   RunRecord r;
@@ -239,9 +242,10 @@ Result<RunRecord> Store::getRun(const std::string& runId) {
 }
 
 Result<std::vector<RunRecord>> Store::listRuns(const std::optional<std::string>& stateFilter, std::int64_t limit,
-                                               std::optional<std::int64_t> submitterUid) {
+                                               std::optional<std::int64_t> submitterUid, RunFields fields) {
   std::lock_guard lock(mutex_);
-  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE 1";
+  std::string sql = std::string("SELECT ") + (fields == RunFields::All ? kRunColumns : kRunSummaryColumns) +
+                    " FROM runs WHERE 1";
   if (stateFilter) sql += " AND state = ?";
   if (submitterUid) sql += " AND submitter_uid = ?";
   sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?";

@@ -144,9 +144,13 @@ class Store {
 
   Result<RunChange> submitRun(const NewRun& run);
   Result<RunRecord> getRun(const std::string& runId);  // kNotFound if absent
+  // What listRuns reads of each run: all of it, or a summary without its params and agent
+  // command (up to about 400 KiB a run, which a listing of a thousand must not load).
+  enum class RunFields { All, Summary };
   // Newest first. stateFilter empty = all; submitterUid: only that uid's runs.
   Result<std::vector<RunRecord>> listRuns(const std::optional<std::string>& stateFilter, std::int64_t limit,
-                                          std::optional<std::int64_t> submitterUid = std::nullopt);
+                                          std::optional<std::int64_t> submitterUid = std::nullopt,
+                                          RunFields fields = RunFields::All);
   Result<std::vector<AttemptRecord>> attemptsOf(const std::string& runId);
   // Marks the run and its unfinished attempts cancelled. kConflict if the run already ended.
   Result<RunChange> cancelRun(const std::string& runId);

@@ -5,6 +5,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
@@ -30,6 +33,21 @@ class RawClient {
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
     connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  // Connected by a child process running as uid:gid: the daemon takes a client's identity from
+  // the process that connected (SO_PEERCRED), so it sees a tenant, not root.
+  RawClient(const fs::path& socket, uid_t uid, gid_t gid) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0) ::_exit(2);
+      ::_exit(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    connected_ = fd_ >= 0 && pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   ~RawClient() {
     if (fd_ >= 0) ::close(fd_);
@@ -414,6 +432,84 @@ TEST_F(BadClientTest, MemoryStaysFlatAcrossTheAbuse) {
 #endif
   EXPECT_LT(after - before, 20 * 1024) << "before " << before << " KiB, after " << after << " KiB";
   expectServing();
+}
+
+// A tenant (uid 65534, through the socket's group) that stores runs as large as a request may
+// make them, to make every listing heavy: its secrets' names are bounded, a listing carries no
+// run's params or agent command (run.get does), and listings are read off the thread that
+// serves everyone, so another client's ping is not held up behind them.
+class TenantClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::permissions(dir_.path(), fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    paths_ = {dir_ / "akad.sock", dir_ / "state", writeFakeTasks(dir_.path())};
+    auto d = DaemonProcess::start(paths_, {"--socket-group", "nogroup"});
+    ASSERT_TRUE(d) << d.error().message;
+    daemon_ = std::move(*d);
+  }
+  void TearDown() override {
+    const pid_t pid = daemon_->pid();
+    EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->log();
+    daemon_.reset();
+    EXPECT_FALSE(processExists(pid));
+  }
+  TempDir dir_;
+  DaemonProcess::Paths paths_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+json submitLine(const json& credentials, const std::string& command) {
+  return json{{"id", "s"},
+              {"method", "run.submit"},
+              {"params", {{"tasks", {"cpu/softmax"}}, {"agent_command", command}, {"options", {{"credentials", credentials}}}}}};
+}
+
+TEST_F(TenantClientTest, ATenantsLargeRunsStayOutOfListingsAndHoldUpNoOne) {
+  RawClient tenant(paths_.socket, 65534, 65534);
+  ASSERT_TRUE(tenant.connected()) << "uid 65534 cannot reach the socket";
+  json names = json::object();
+  for (int i = 0; names.size() < 65; ++i) names[std::to_string(i) + std::string(120, 'N')] = "";
+  json refused = tenant.call(submitLine(names, "true").dump());
+  EXPECT_EQ(errorCode(refused), protocol::kInvalidParams) << refused.dump().substr(0, 300);
+  EXPECT_NE(refused.dump().find("at most 64"), std::string::npos) << refused.dump().substr(0, 300);
+
+  names.erase(names.begin());
+  const std::string command(64 * 1024, 'A');
+  std::string first;
+  for (int i = 0; i < 20; ++i) {
+    json sub = tenant.call(submitLine(names, command).dump());
+    ASSERT_TRUE(sub.contains("result")) << sub.dump().substr(0, 300);
+    const std::string id = sub.at("result").at("run").at("id");
+    if (first.empty()) first = id;
+    json cancelled = tenant.call(json{{"id", "c"}, {"method", "run.cancel"}, {"params", {{"id", id}}}}.dump());
+    EXPECT_TRUE(cancelled.contains("result")) << cancelled.dump().substr(0, 300);
+  }
+  json list = tenant.call(R"({"id":"l","method":"run.list","params":{"limit":1000}})");
+  ASSERT_EQ(list.at("result").at("runs").size(), 20u) << list.dump().substr(0, 300);
+  for (const json& r : list.at("result").at("runs")) {
+    EXPECT_FALSE(r.contains("params"));
+    EXPECT_FALSE(r.contains("agent_command"));
+  }
+  EXPECT_LT(list.dump().size(), 20u * 2048) << "a listing carries the runs' params or commands";
+  // Stored whole all the same, for the run's own page (its secrets' values never).
+  json one = tenant.call(json{{"id", "g"}, {"method", "run.get"}, {"params", {{"id", first}}}}.dump());
+  EXPECT_EQ(one.at("result").at("run").at("agent_command"), command);
+  EXPECT_EQ(one.at("result").at("run").at("params").at("options").at("credentials").size(), 64u);
+
+  // Sixteen listings at once on the tenant's connection; another client's ping is answered meanwhile.
+  std::string burst;
+  for (int i = 0; i < 16; ++i) burst += R"({"id":"b","method":"run.list","params":{"limit":1000}})" "\n";
+  ASSERT_TRUE(tenant.send(burst));
+  RawClient other(paths_.socket);
+  const auto t0 = std::chrono::steady_clock::now();
+  json pong = other.call(R"({"id":"p","method":"daemon.ping"})");
+  EXPECT_EQ(pong.at("result").at("pong"), true);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "a ping waited behind the listings";
+  for (int i = 0; i < 16; ++i) {
+    auto r = tenant.readLine(30s);
+    ASSERT_TRUE(r) << "listing " << i << " was not answered";
+    EXPECT_EQ(r->at("result").at("runs").size(), 20u);
+  }
 }
 
 }  // namespace
