@@ -69,7 +69,9 @@ void AuditLog::record(const Peer& peer, const std::string& method, const json& t
     line["error"] = errorMessage.substr(0, 500);
     if (errorCode == protocol::kPermissionDenied) line["outcome"] = "denied";
   }
-  const std::string text = line.dump() + "\n";
+  // An error message may repeat the caller's text, cut above in the middle of a character: the
+  // broken bytes are replaced, or the dump would throw and the request go unrecorded.
+  const std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   std::lock_guard lock(mutex_);
   if (size_ + text.size() > options_.maxBytes && size_ > 0) rotate();
   if (!fd_.valid()) return;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
@@ -457,6 +458,26 @@ class TenantClientTest : public ::testing::Test {
   DaemonProcess::Paths paths_;
   std::unique_ptr<DaemonProcess> daemon_;
 };
+
+// A failed request whose error repeats the tenant's text, cut by the audit log in the middle of
+// a two-byte character, is still recorded, and the tenant gets the request's own error.
+TEST_F(TenantClientTest, AFailedRequestWithACharacterCutInTwoIsStillAudited) {
+  RawClient tenant(paths_.socket, 65534, 65534);
+  ASSERT_TRUE(tenant.connected()) << "uid 65534 cannot reach the socket";
+  std::string id = "x";
+  for (int i = 0; i < 300; ++i) id += "\xc3\xa9";  // é
+  json r = tenant.call(json{{"id", 1}, {"method", "run.cancel"}, {"params", {{"id", id}}}}.dump());
+  ASSERT_NE(errorCode(r), 0) << r.dump().substr(0, 300);
+  EXPECT_NE(errorCode(r), protocol::kInternalError) << r.dump().substr(0, 300);
+  bool recorded = false;
+  std::ifstream in(paths_.stateDir / "audit.log");
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line, nullptr, false);
+    recorded = recorded || (j.is_object() && j.value("method", "") == "run.cancel" && j.value("uid", -1) == 65534 &&
+                            j.value("outcome", "") == "error");
+  }
+  EXPECT_TRUE(recorded) << "no audit line for the failed cancel";
+}
 
 json submitLine(const json& credentials, const std::string& command) {
   return json{{"id", "s"},
