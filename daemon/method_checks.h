@@ -24,6 +24,12 @@ Result<AttemptRecord> attemptFor(DaemonContext& ctx, const Peer& peer, std::int6
 // (a snapshot is content-addressed: two tenants whose agents left the same files share it).
 Status maySeeSnapshot(DaemonContext& ctx, const Peer& peer, const std::string& sha);
 
+// A snapshot manifest's metadata as the caller may see it. It names the attempt, run, agent and
+// GPU that made the snapshot first, and two tenants whose agents left the same files share one
+// snapshot: a tenant whose attempt did not make it sees only what names the task and the
+// policies (an admin sees all of it).
+nlohmann::json snapshotMetadataFor(DaemonContext& ctx, const Peer& peer, const nlohmann::json& metadata);
+
 // The answer of a method that needs the executor on a daemon started with --workers 0.
 Error noExecutor();
 

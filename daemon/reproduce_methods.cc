@@ -24,9 +24,13 @@ void registerReproduceMethods(MethodTable& table, DaemonContext& ctx) {
     if (auto s = maySeeSnapshot(ctx, peer, *sha); !s) return s.error();
     auto manifest = ctx.snapshots->manifest(*sha);
     if (!manifest) return Error{"no snapshot " + *sha + " in the store: " + manifest.error().message, proto::kNotFound};
-    auto original = ctx.store.attemptWithSnapshot(*sha);
+    // The original is the caller's own attempt with this snapshot (an admin: the first of all):
+    // another tenant's attempt with the same files is not the caller's to see.
+    std::optional<std::int64_t> owner;
+    if (!ctx.tenants.isAdmin(peer)) owner = peer.uid;
+    auto original = ctx.store.attemptWithSnapshot(*sha, owner);
     if (!original) return original.error();
-    const json& meta = manifest->metadata;
+    const json& meta = manifest->metadata;  // only its task and task version are used
     std::string taskId = meta.value("task", std::string());
     std::string taskHash = meta.value("task_hash", std::string());
     if (*original) {

@@ -26,7 +26,7 @@ void exportSnapshot(DaemonContext& ctx, const Peer& peer, const json& params, st
   if (!sha) return r->finish(sha.error());
   if (ctx.snapshots == nullptr) return r->finish(noExecutor());
   if (auto s = maySeeSnapshot(ctx, peer, *sha); !s) return r->finish(s.error());
-  std::thread([&ctx, sha = *sha, r] {
+  std::thread([&ctx, peer, sha = *sha, r] {
     BackgroundJob job;
     if (!job.accepted()) return r->finish(Error{"the daemon is shutting down", proto::kShuttingDown});
     auto path = ctx.snapshots->openVerified(sha);
@@ -41,7 +41,9 @@ void exportSnapshot(DaemonContext& ctx, const Peer& peer, const json& params, st
       if (n == 0) break;
       r->event({{"chunk", base64Encode(std::string_view(buf.data(), n))}});
     }
-    r->finish(json{{"snapshot", sha}, {"manifest", manifest->toJson()}});
+    json shown = manifest->toJson();
+    if (shown.contains("metadata")) shown["metadata"] = snapshotMetadataFor(ctx, peer, shown["metadata"]);
+    r->finish(json{{"snapshot", sha}, {"manifest", shown}});
   }).detach();
 }
 
@@ -56,8 +58,11 @@ void registerSnapshotMethods(MethodTable& table, DaemonContext& ctx) {
     auto mine = ctx.store.snapshotsOf(peer.uid);
     if (!mine) return mine.error();
     json shown = json::array();
-    for (const json& s : all.at("snapshots"))
-      if (mine->count(s.value("sha256", std::string()))) shown.push_back(s);
+    for (json& s : all.at("snapshots"))
+      if (mine->count(s.value("sha256", std::string()))) {
+        if (s.contains("metadata")) s["metadata"] = snapshotMetadataFor(ctx, peer, s["metadata"]);
+        shown.push_back(std::move(s));
+      }
     return json{{"snapshots", shown}};
   });
 
@@ -69,6 +74,7 @@ void registerSnapshotMethods(MethodTable& table, DaemonContext& ctx) {
     if (auto s = maySeeSnapshot(ctx, peer, *sha); !s) return s.error();
     auto shown = ctx.snapshots->showJson(*sha);
     if (!shown) return Error{shown.error().message, proto::kNotFound};
+    if (shown->contains("metadata")) (*shown)["metadata"] = snapshotMetadataFor(ctx, peer, (*shown)["metadata"]);
     return *shown;
   });
 

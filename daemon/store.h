@@ -193,7 +193,9 @@ class Store {
   Result<std::vector<AttemptRecord>> runningAttempts();
   Result<AttemptRecord> getAttempt(std::int64_t attemptId);
   // The first attempt that recorded this snapshot (the original of a re-score).
-  Result<std::optional<AttemptRecord>> attemptWithSnapshot(const std::string& sha256);
+  // The first attempt that recorded the snapshot; submitterUid: the first of that uid's runs.
+  Result<std::optional<AttemptRecord>> attemptWithSnapshot(const std::string& sha256,
+                                                           std::optional<std::int64_t> submitterUid = std::nullopt);
   Result<std::set<std::string>> referencedSnapshots();
   // Snapshots recorded by attempts of runs that `uid` submitted: the ones that tenant may see.
   Result<std::set<std::string>> snapshotsOf(std::int64_t uid);

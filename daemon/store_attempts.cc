@@ -309,9 +309,13 @@ Result<std::vector<EventRecord>> Store::recoverAttempts(bool requeue, const std:
   return events;
 }
 
-Result<std::optional<AttemptRecord>> Store::attemptWithSnapshot(const std::string& sha256) {
+Result<std::optional<AttemptRecord>> Store::attemptWithSnapshot(const std::string& sha256,
+                                                                std::optional<std::int64_t> submitterUid) {
   std::lock_guard lock(mutex_);
-  auto found = queryAttempts("snapshot_sha256 = ? ORDER BY id LIMIT 1", sha256);
+  // The uid is a number from the socket's credentials, never text from a client.
+  const std::string mine =
+      submitterUid ? " AND run_id IN (SELECT id FROM runs WHERE submitter_uid = " + std::to_string(*submitterUid) + ")" : "";
+  auto found = queryAttempts("snapshot_sha256 = ?" + mine + " ORDER BY id LIMIT 1", sha256);
   if (!found) return found.error();
   if (found->empty()) return std::optional<AttemptRecord>();
   return std::optional<AttemptRecord>(found->front());

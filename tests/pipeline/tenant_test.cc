@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <regex>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -228,6 +229,50 @@ TEST_F(TenantTest, HeldOutConfigurationsReachATenantOnlyAsOpaqueIds) {
       EXPECT_EQ(mine.value(key, json()), value) << key;
     }
   }
+}
+
+// Two tenants whose agents left the same files share one snapshot, made by the first. The
+// second tries every method that shows a snapshot or its attempt: none names the first tenant's
+// run, attempt or agent, and its re-score's original is its own attempt.
+TEST_F(TenantTest, ASnapshotTwoTenantsShareShowsEachOnlyItsOwnAttempt) {
+  auto scored = [&](const std::string& who) {
+    const std::string run = asJson(who, {"submit", "cpu/reduction", "--agent", "noop"}).at("run").at("id");
+    EXPECT_EQ(as(who, {"watch", run, "--json"}, 600s).exitCode, 0);
+    json status = asJson(who, {"status", run});
+    EXPECT_EQ(status.at("attempts").size(), 1u);
+    const json& a = status.at("attempts").at(0);
+    EXPECT_EQ(a.at("state"), "scored") << a.dump();
+    return std::make_tuple(run, a.at("id").get<long>(), a.at("result").value("snapshot", std::string()));
+  };
+  const auto [runA, attemptA, shaA] = scored("a");
+  const auto [runB, attemptB, shaB] = scored("b");
+  ASSERT_EQ(shaA.size(), 64u);
+  ASSERT_EQ(shaA, shaB) << "the noop agent's workspaces differ: nothing is shared to test";
+  const std::string sha = shaA;
+
+  // a made the snapshot: a sees its own attempt in the manifest.
+  json mine = asJson("a", {"snapshot", "show", sha});
+  EXPECT_EQ(mine.at("metadata").value("run", ""), runA) << mine.at("metadata").dump();
+
+  // b sees the task, and nothing of a's.
+  const std::string attemptKey = "\"attempt\":" + std::to_string(attemptA);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"snapshot", "show", sha}, std::vector<std::string>{"snapshot", "list"}}) {
+    const std::string shown = asJson("b", args).dump();
+    EXPECT_EQ(shown.find(runA), std::string::npos) << args[1] << " shows a's run: " << shown.substr(0, 600);
+    EXPECT_EQ(shown.find(attemptKey), std::string::npos) << args[1] << " shows a's attempt: " << shown.substr(0, 600);
+    EXPECT_NE(shown.find("cpu/reduction"), std::string::npos) << shown.substr(0, 600);
+  }
+  const std::string file = "/tmp/" + users_.name("b") + "-own.tar.zst";
+  auto exported = as("b", {"--json", "snapshot", "export", sha, "-o", file});
+  EXPECT_EQ(exported.exitCode, 0) << exported.err;
+  EXPECT_EQ(exported.out.find(runA), std::string::npos) << "export shows a's run: " << exported.out.substr(0, 600);
+  fs::remove(file);
+  json again = asJson("b", {"reproduce", sha}, 600s);  // waits for the re-score
+  EXPECT_EQ(again.at("original").at("id"), attemptB) << again.at("original").dump().substr(0, 600);
+  EXPECT_EQ(again.dump().find(runA), std::string::npos) << "reproduce shows a's run";
+  // Root, an admin, sees who made it.
+  EXPECT_EQ(daemon_->ctlJson({"snapshot", "show", sha}).at("metadata").value("run", ""), runA);
 }
 
 }  // namespace
