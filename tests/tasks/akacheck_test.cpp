@@ -199,6 +199,20 @@ TEST_F(AkacheckTest, MissingTruncatedAndHostileOutputsFailCleanly) {
   EXPECT_NE(check().reason().find("bad magic"), std::string::npos);
 }
 
+// The candidate's output is a link to the reference itself (or to another case's output): it is
+// refused, not compared with itself.
+TEST_F(AkacheckTest, AnOutputThatIsALinkToTheReferenceIsRefused) {
+  ref(f32({1, 2, 3, 4}));
+  fs::create_symlink(dir_ / "data/c.s0.ref.akt", outPath());
+  CheckResult linked = check();
+  EXPECT_EQ(linked.exitCode, 1);
+  EXPECT_NE(linked.reason().find("not a regular file"), std::string::npos) << linked.reason();
+  // The same bytes as a file of its own pass.
+  fs::remove(outPath());
+  out(f32({1, 2, 3, 4}));
+  EXPECT_EQ(check().exitCode, 0);
+}
+
 TEST_F(AkacheckTest, TrustedInputProblemsAreExitTwo) {
   out(f32({1, 2, 3}));
   EXPECT_EQ(check().exitCode, 2);  // no reference file

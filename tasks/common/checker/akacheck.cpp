@@ -13,6 +13,7 @@
 // Exit status: 0 every case ok, 1 some case failed, 2 usage error or unreadable trusted input.
 #include "akt.h"
 #include "akaplan.h"
+#include <sys/stat.h>
 
 #include <cmath>
 #include <iostream>
@@ -151,8 +152,16 @@ Verdict checkCase(const std::string& name, const std::string& data, const std::s
     throw UsageError(std::string("reference: ") + e.what());
   }
   akt::TensorSet out;
+  // The candidate wrote outDir: a link there to the reference would have the reference checked
+  // against itself. Its processes have ended, so what lstat sees is what is read.
+  const std::string outPath = outDir + "/" + name + ".out.akt";
+  struct stat lst {};
+  if (::lstat(outPath.c_str(), &lst) == 0 && !S_ISREG(lst.st_mode)) {
+    v.fail("the output is not a regular file (a link or another kind of file)");
+    return v;
+  }
   try {
-    out = akt::readAkt(outDir + "/" + name + ".out.akt");
+    out = akt::readAkt(outPath);
   } catch (const akt::Error& e) {
     v.fail(std::string("unreadable output: ") + e.what());
     return v;
