@@ -145,7 +145,8 @@ Status writeFile(const fs::path& path, const std::string& content) {
 }
 
 Result<std::string> readFileLimited(const fs::path& path, std::size_t maxBytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  // Non-blocking: a FIFO a sandbox left at the name would hold the open until a writer came.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) return errnoError("cannot open " + path.string());
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return errnoError("cannot stat " + path.string());
@@ -166,9 +167,10 @@ Result<std::string> readFileLimited(const fs::path& path, std::size_t maxBytes) 
 }
 
 std::string tailOfFile(const fs::path& path, std::size_t maxBytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return {};
-  off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  off_t size = st.st_size;
   off_t from = size > static_cast<off_t>(maxBytes) ? size - static_cast<off_t>(maxBytes) : 0;
   std::string out(static_cast<std::size_t>(size - from), '\0');
   ssize_t n = ::pread(fd.get(), out.data(), out.size(), from);

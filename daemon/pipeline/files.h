@@ -24,9 +24,11 @@ Status copyFile(const std::filesystem::path& src, const std::filesystem::path& d
 // Gives `path` the modification time of `from` (to the nanosecond).
 Status copyModificationTime(const std::filesystem::path& from, const std::filesystem::path& path);
 Status writeFile(const std::filesystem::path& path, const std::string& content);
-// Refuses files larger than maxBytes: whatever a sandbox wrote is hostile until checked.
+// Refuses files larger than maxBytes, links and anything but a regular file (a FIFO is refused
+// without waiting): whatever a sandbox wrote is hostile until checked.
 Result<std::string> readFileLimited(const std::filesystem::path& path, std::size_t maxBytes);
-// The last maxBytes of a log, for showing a user why a gate failed.
+// The last maxBytes of a log, for showing a user why a gate failed (nothing for a link or
+// anything but a regular file).
 std::string tailOfFile(const std::filesystem::path& path, std::size_t maxBytes);
 // Changes the owner of every entry under root (lchown), so a sandbox's unprivileged uid can
 // write the workspace and the daemon can read it back.

@@ -1,10 +1,19 @@
 // The scoring's result: which failures say a GPU ran out of memory (a sharing run scores such
 // an attempt again alone), and which driven runs failed by the driver's own doing. The failure
-// texts are those of real scorings on an H100 shared by eight attempts of one run.
+// texts are those of real scorings on an H100 shared by eight attempts of one run. And the
+// files the scorer reads from what a sandbox wrote.
 #include <gtest/gtest.h>
 
-#include <csignal>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <future>
+
+#include "daemon/pipeline/files.h"
 #include "daemon/pipeline/gate_runner.h"
 #include "daemon/pipeline/score_result.h"
 
@@ -115,6 +124,41 @@ TEST(DrivenRunFailure, ADriverAtItsWallLimitWasOutwaitedByItsWorker) {
   EXPECT_FALSE((DrivenRun{timedOut, hungUp, false, false}.driverFailedByItself()));
   EXPECT_FALSE((DrivenRun{timedOut, hungUp, false, true}.driverOutwaited()));
   EXPECT_FALSE((DrivenRun{outcome("exited", 0), hungUp, false, false}.driverOutwaited()));
+}
+
+}  // namespace
+}  // namespace akad
+
+namespace akad {
+namespace {
+
+// A FIFO a candidate's runner left where the scorer reads its report (`gpu_state.json`, a
+// group's times) or a log: the read is refused at once, instead of the scoring thread waiting
+// in open() for a writer that never comes.
+TEST(SandboxWrittenFiles, AFifoAtAReportsNameIsRefusedWithoutWaiting) {
+  char tmpl[] = "/tmp/akad-fifo-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  struct Removed {
+    std::filesystem::path dir;
+    ~Removed() { std::filesystem::remove_all(dir); }
+  } removed{tmpl};
+  const std::filesystem::path dir(tmpl), fifo = dir / "gpu_state.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  auto read = std::async(std::launch::async, [&] {
+    auto r = readFileLimited(fifo, 1 << 20);
+    return std::make_pair(r.ok(), tailOfFile(fifo, 4096));
+  });
+  bool done = read.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  EXPECT_TRUE(done) << "the read waited for a writer of the FIFO";
+  // Writers release every open that got stuck, so that the test can end.
+  while (!done) {
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (w >= 0) ::close(w);
+    done = read.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready;
+  }
+  const auto [readOk, tail] = read.get();
+  EXPECT_FALSE(readOk);
+  EXPECT_TRUE(tail.empty());
 }
 
 }  // namespace

@@ -136,6 +136,9 @@ def receive_message(sock):
             msg = json.loads(body)
         except ValueError:
             raise ChannelError("channel: the peer sent something that is not JSON")
+        except RecursionError:
+            # Nested deeper than Python's parser goes: the peer's fault, not the reader's.
+            raise ChannelError("channel: the peer sent JSON nested too deeply")
     except BaseException:
         for f in fds:
             os.close(f)
