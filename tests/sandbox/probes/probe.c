@@ -111,6 +111,19 @@ static int trySyscalls(void) {
   if (c == 0) _exit(0);
   if (c > 0) waitpid((pid_t)c, NULL, 0);
   printf("clone_newuser=%s\n", c >= 0 ? "ok" : strerror(errno));
+  /* Socket families: the ones programs use must open, the others (AF_VSOCK reaches a VM's host
+     whatever the network namespace) must not. */
+  static const struct { const char* name; int family; int type; } families[] = {
+      {"socket_unix", AF_UNIX, SOCK_STREAM},       {"socket_inet", AF_INET, SOCK_STREAM},
+      {"socket_inet6", AF_INET6, SOCK_STREAM},     {"socket_netlink", AF_NETLINK, SOCK_RAW},
+      {"socket_vsock", 40 /* AF_VSOCK */, SOCK_STREAM}, {"socket_alg", 38 /* AF_ALG */, SOCK_SEQPACKET},
+      {"socket_packet", AF_PACKET, SOCK_DGRAM},    {"socket_key", 15 /* AF_KEY */, SOCK_RAW},
+      {"socket_bluetooth", 31 /* AF_BLUETOOTH */, SOCK_STREAM}};
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; ++i) {
+    int s = socket(families[i].family, families[i].type, 0);
+    printf("%s=%s\n", families[i].name, s >= 0 ? "ok" : strerror(errno));
+    if (s >= 0) close(s);
+  }
   return 0;
 }
 
