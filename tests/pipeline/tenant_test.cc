@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <tuple>
 
@@ -263,11 +265,18 @@ TEST_F(TenantTest, ASnapshotTwoTenantsShareShowsEachOnlyItsOwnAttempt) {
     EXPECT_EQ(shown.find(attemptKey), std::string::npos) << args[1] << " shows a's attempt: " << shown.substr(0, 600);
     EXPECT_NE(shown.find("cpu/reduction"), std::string::npos) << shown.substr(0, 600);
   }
+  // The export writes the manifest beside the archive: b's copy names nothing of a's either.
   const std::string file = "/tmp/" + users_.name("b") + "-own.tar.zst";
+  const std::string manifestFile = "/tmp/" + users_.name("b") + "-own.json";
   auto exported = as("b", {"--json", "snapshot", "export", sha, "-o", file});
   EXPECT_EQ(exported.exitCode, 0) << exported.err;
+  std::ifstream manifestIn(manifestFile);
+  const std::string manifest((std::istreambuf_iterator<char>(manifestIn)), std::istreambuf_iterator<char>());
+  EXPECT_NE(manifest.find("cpu/reduction"), std::string::npos) << manifest.substr(0, 600);
+  EXPECT_EQ(manifest.find(runA), std::string::npos) << "export shows a's run: " << manifest.substr(0, 600);
   EXPECT_EQ(exported.out.find(runA), std::string::npos) << "export shows a's run: " << exported.out.substr(0, 600);
   fs::remove(file);
+  fs::remove(manifestFile);
   json again = asJson("b", {"reproduce", sha}, 600s);  // waits for the re-score
   EXPECT_EQ(again.at("original").at("id"), attemptB) << again.at("original").dump().substr(0, 600);
   EXPECT_EQ(again.dump().find(runA), std::string::npos) << "reproduce shows a's run";
