@@ -25,19 +25,20 @@ Status maySeeSnapshot(DaemonContext& ctx, const Peer& peer, const std::string& s
   return ctx.tenants.mayAccess(peer, mine->count(sha) > 0, "snapshot " + sha);
 }
 
-nlohmann::json snapshotMetadataFor(DaemonContext& ctx, const Peer& peer, const nlohmann::json& metadata) {
-  if (ctx.tenants.isAdmin(peer) || !metadata.is_object()) return metadata;
+void hideForeignMetadata(DaemonContext& ctx, const Peer& peer, nlohmann::json& described) {
+  if (ctx.tenants.isAdmin(peer) || !described.contains("metadata") || !described["metadata"].is_object()) return;
+  const nlohmann::json& metadata = described["metadata"];
   const auto attempt = metadata.find("attempt");
   if (attempt != metadata.end() && attempt->is_number_integer()) {
     auto a = ctx.store.getAttempt(attempt->get<std::int64_t>());
     auto run = a ? ctx.store.getRun(a->runId) : Result<RunRecord>(Error{"no attempt"});
-    if (run && run->submitterUid == static_cast<std::int64_t>(peer.uid)) return metadata;
+    if (run && run->submitterUid == static_cast<std::int64_t>(peer.uid)) return;
   }
   nlohmann::json shown = nlohmann::json::object();
   for (const char* key : {"task", "task_hash", "image", "policies"})
     if (metadata.contains(key)) shown[key] = metadata.at(key);
   shown["made_by"] = "another submitter's attempt";
-  return shown;
+  described["metadata"] = std::move(shown);
 }
 
 Error noExecutor() {

@@ -24,11 +24,11 @@ Result<AttemptRecord> attemptFor(DaemonContext& ctx, const Peer& peer, std::int6
 // (a snapshot is content-addressed: two tenants whose agents left the same files share it).
 Status maySeeSnapshot(DaemonContext& ctx, const Peer& peer, const std::string& sha);
 
-// A snapshot manifest's metadata as the caller may see it. It names the attempt, run, agent and
-// GPU that made the snapshot first, and two tenants whose agents left the same files share one
-// snapshot: a tenant whose attempt did not make it sees only what names the task and the
-// policies (an admin sees all of it).
-nlohmann::json snapshotMetadataFor(DaemonContext& ctx, const Peer& peer, const nlohmann::json& metadata);
+// A snapshot's description (a manifest, or the store's view of one) made fit for the caller: its
+// "metadata" names the attempt, run, agent and GPU that made the snapshot first, and two tenants
+// whose agents left the same files share one snapshot, so a tenant whose attempt did not make
+// it keeps only what names the task and the policies (an admin keeps all of it).
+void hideForeignMetadata(DaemonContext& ctx, const Peer& peer, nlohmann::json& described);
 
 // The answer of a method that needs the executor on a daemon started with --workers 0.
 Error noExecutor();

@@ -42,7 +42,7 @@ void exportSnapshot(DaemonContext& ctx, const Peer& peer, const json& params, st
       r->event({{"chunk", base64Encode(std::string_view(buf.data(), n))}});
     }
     json shown = manifest->toJson();
-    if (shown.contains("metadata")) shown["metadata"] = snapshotMetadataFor(ctx, peer, shown["metadata"]);
+    hideForeignMetadata(ctx, peer, shown);
     r->finish(json{{"snapshot", sha}, {"manifest", shown}});
   }).detach();
 }
@@ -60,7 +60,7 @@ void registerSnapshotMethods(MethodTable& table, DaemonContext& ctx) {
     json shown = json::array();
     for (json& s : all.at("snapshots"))
       if (mine->count(s.value("sha256", std::string()))) {
-        if (s.contains("metadata")) s["metadata"] = snapshotMetadataFor(ctx, peer, s["metadata"]);
+        hideForeignMetadata(ctx, peer, s);
         shown.push_back(std::move(s));
       }
     return json{{"snapshots", shown}};
@@ -74,7 +74,7 @@ void registerSnapshotMethods(MethodTable& table, DaemonContext& ctx) {
     if (auto s = maySeeSnapshot(ctx, peer, *sha); !s) return s.error();
     auto shown = ctx.snapshots->showJson(*sha);
     if (!shown) return Error{shown.error().message, proto::kNotFound};
-    if (shown->contains("metadata")) (*shown)["metadata"] = snapshotMetadataFor(ctx, peer, (*shown)["metadata"]);
+    hideForeignMetadata(ctx, peer, *shown);
     return *shown;
   });
 

@@ -144,20 +144,31 @@ Status writeFile(const fs::path& path, const std::string& content) {
   return {};
 }
 
-Result<std::string> readFileLimited(const fs::path& path, std::size_t maxBytes) {
-  // Non-blocking: a FIFO a sandbox left at the name would hold the open until a writer came.
+namespace {
+
+// `path` opened for reading if it is a regular file, not through a link; `st` is its status.
+// Non-blocking: a FIFO a sandbox left at the name would hold the open until a writer came.
+Result<UniqueFd> openRegularFile(const fs::path& path, struct stat& st) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) return errnoError("cannot open " + path.string());
-  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return errnoError("cannot stat " + path.string());
   if (!S_ISREG(st.st_mode)) return Error{path.string() + " is not a regular file"};
+  return fd;
+}
+
+}  // namespace
+
+Result<std::string> readFileLimited(const fs::path& path, std::size_t maxBytes) {
+  struct stat st {};
+  auto fd = openRegularFile(path, st);
+  if (!fd) return fd.error();
   if (static_cast<std::size_t>(st.st_size) > maxBytes)
     return Error{path.string() + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
                  std::to_string(maxBytes)};
   std::string out(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t got = 0;
   while (got < out.size()) {
-    ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+    ssize_t n = ::read(fd->get(), out.data() + got, out.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<std::size_t>(n);
@@ -167,13 +178,13 @@ Result<std::string> readFileLimited(const fs::path& path, std::size_t maxBytes) 
 }
 
 std::string tailOfFile(const fs::path& path, std::size_t maxBytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  auto fd = openRegularFile(path, st);
+  if (!fd) return {};
   off_t size = st.st_size;
   off_t from = size > static_cast<off_t>(maxBytes) ? size - static_cast<off_t>(maxBytes) : 0;
   std::string out(static_cast<std::size_t>(size - from), '\0');
-  ssize_t n = ::pread(fd.get(), out.data(), out.size(), from);
+  ssize_t n = ::pread(fd->get(), out.data(), out.size(), from);
   out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   return out;
 }
