@@ -28,17 +28,6 @@ Status copyModificationTime(const fs::path& from, const fs::path& path) {
   return {};
 }
 
-Status copyFile(const fs::path& src, const fs::path& dst, FileTimes times) {
-  std::error_code ec;
-  fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
-  if (ec) return Error{"cannot copy " + src.string() + " to " + dst.string() + ": " + ec.message()};
-  struct stat st {};
-  if (::stat(src.c_str(), &st) == 0)
-    ::chmod(dst.c_str(), (st.st_mode & 0111) ? 0755 : 0644);
-  if (times == FileTimes::Kept) return copyModificationTime(src, dst);
-  return {};
-}
-
 namespace {
 
 // Deeper than any tree the pipeline copies; a bound on the recursion for trees others wrote.
@@ -74,14 +63,17 @@ Status clearName(int dstfd, const std::string& name, const fs::path& shown) {
   return {};
 }
 
-Status copyFileAt(int srcfd, int dstfd, const std::string& name, const fs::path& shown, FileTimes times) {
+// The regular file `name` in the folder open as `srcfd` to `dstName` in the one open as `dstfd`,
+// replacing a file there; a link at either name is not followed.
+Status copyFileAt(int srcfd, const std::string& name, int dstfd, const std::string& dstName, const fs::path& shown,
+                  FileTimes times) {
   UniqueFd in(::openat(srcfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};
   if (!in.valid() || ::fstat(in.get(), &st) != 0) return errnoError("cannot open " + shown.string());
-  if (!S_ISREG(st.st_mode)) return Error{shown.string() + " changed while it was copied"};
-  if (auto s = clearName(dstfd, name, shown); !s) return s;
+  if (!S_ISREG(st.st_mode)) return Error{shown.string() + " is not a regular file"};
+  if (auto s = clearName(dstfd, dstName, shown); !s) return s;
   const mode_t mode = (st.st_mode & 0111) ? 0755 : 0644;
-  UniqueFd out(::openat(dstfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+  UniqueFd out(::openat(dstfd, dstName.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
   if (!out.valid()) return errnoError("cannot create the copy of " + shown.string());
   if (!copyFdBytes(out.get(), in.get(), st.st_size)) return errnoError("cannot copy " + shown.string());
   if (::fchmod(out.get(), mode) != 0) return errnoError("cannot set the mode of the copy of " + shown.string());
@@ -117,13 +109,22 @@ Status copyDirAt(int srcfd, int dstfd, const fs::path& shown, FileTimes times, i
       if (!from.valid() || !to.valid()) return errnoError("cannot open " + path.string() + " or its copy as a folder");
       if (auto s = copyDirAt(from.get(), to.get(), path, times, depth + 1); !s) return s;
     } else if (S_ISREG(st.st_mode)) {
-      if (auto s = copyFileAt(srcfd, dstfd, name, path, times); !s) return s;
+      if (auto s = copyFileAt(srcfd, name, dstfd, name, path, times); !s) return s;
     }
   }
   return {};
 }
 
 }  // namespace
+
+Status copyFile(const fs::path& src, const fs::path& dst, FileTimes times) {
+  const auto folder = [](const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); };
+  UniqueFd from(::open(folder(src).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!from.valid()) return errnoError("cannot open the folder of " + src.string());
+  UniqueFd to(::open(folder(dst).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!to.valid()) return errnoError("cannot open the folder of " + dst.string());
+  return copyFileAt(from.get(), src.filename().string(), to.get(), dst.filename().string(), src, times);
+}
 
 Status copyTree(const fs::path& src, const fs::path& dst, FileTimes times) {
   UniqueFd from(::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

@@ -20,6 +20,8 @@ enum class FileTimes { Fresh, Kept };
 // there is refused): trees a sandbox wrote are copied with it, and their links may point
 // anywhere.
 Status copyTree(const std::filesystem::path& src, const std::filesystem::path& dst, FileTimes times = FileTimes::Fresh);
+// One regular file, replacing a file at dst; a link at src (its last name) is refused, not
+// followed, as in copyTree.
 Status copyFile(const std::filesystem::path& src, const std::filesystem::path& dst, FileTimes times = FileTimes::Fresh);
 // Gives `path` the modification time of `from` (to the nanosecond).
 Status copyModificationTime(const std::filesystem::path& from, const std::filesystem::path& path);

@@ -161,5 +161,32 @@ TEST(SandboxWrittenFiles, AFifoAtAReportsNameIsRefusedWithoutWaiting) {
   EXPECT_TRUE(tail.empty());
 }
 
+// copyFile takes the editable files out of a tree a sandbox wrote: a link at the name is
+// refused, never followed to what it names, and a file copies with its executable bit.
+TEST(SandboxWrittenFiles, CopyFileRefusesALinkAndCopiesARegularFile) {
+  char tmpl[] = "/tmp/akad-copyfile-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  struct Removed {
+    std::filesystem::path dir;
+    ~Removed() { std::filesystem::remove_all(dir); }
+  } removed{tmpl};
+  const std::filesystem::path dir(tmpl);
+  ASSERT_TRUE(writeFile(dir / "secret", "held out"));
+  ASSERT_TRUE(writeFile(dir / "kernel.cu", "__global__ void k() {}"));
+  ::chmod((dir / "kernel.cu").c_str(), 0700);
+  std::filesystem::create_symlink(dir / "secret", dir / "linked.cu");
+  std::filesystem::create_directory(dir / "out");
+  ASSERT_TRUE(writeFile(dir / "out" / "linked.cu", "pristine"));
+
+  EXPECT_FALSE(copyFile(dir / "linked.cu", dir / "out" / "linked.cu"));
+  EXPECT_EQ(*readFileLimited(dir / "out" / "linked.cu", 100), "pristine");
+
+  ASSERT_TRUE(copyFile(dir / "kernel.cu", dir / "out" / "kernel.cu"));
+  EXPECT_EQ(*readFileLimited(dir / "out" / "kernel.cu", 100), "__global__ void k() {}");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "out" / "kernel.cu").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
+}
+
 }  // namespace
 }  // namespace akad
