@@ -275,12 +275,14 @@ Result<std::vector<AttemptRecord>> Store::attemptsOf(const std::string& runId) {
   return queryAttempts("run_id = ? ORDER BY id", runId);
 }
 
-Result<std::vector<AttemptRecord>> Store::queryAttempts(const std::string& where, const std::string& bindText) {
+Result<std::vector<AttemptRecord>> Store::queryAttempts(const std::string& where, const std::string& bindText,
+                                                        std::optional<std::int64_t> bindNumber) {
   auto st = db_.prepare(
       "SELECT id, run_id, task_id, task_hash, attempt_index, state, stage, snapshot_sha256, result, "
       "error, created_at, started_at, ended_at, needs_gpu, executor_job, executor_node FROM attempts WHERE " + where);
   if (!st) return st.error();
   if (where.find('?') != std::string::npos) st->bind(1, bindText);
+  if (bindNumber) st->bind(2, *bindNumber);
   std::vector<AttemptRecord> out;
   for (;;) {
     auto row = st->step();

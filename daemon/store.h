@@ -192,13 +192,15 @@ class Store {
   Result<std::vector<EventRecord>> recoverAttempts(bool requeue, const std::set<std::int64_t>& followed = {});
   Result<std::vector<AttemptRecord>> runningAttempts();
   Result<AttemptRecord> getAttempt(std::int64_t attemptId);
-  // The first attempt that recorded this snapshot (the original of a re-score).
-  // The first attempt that recorded the snapshot; submitterUid: the first of that uid's runs.
+  // The first attempt that recorded the snapshot (the original of a re-score); with
+  // submitterUid, the first of that uid's runs.
   Result<std::optional<AttemptRecord>> attemptWithSnapshot(const std::string& sha256,
                                                            std::optional<std::int64_t> submitterUid = std::nullopt);
   Result<std::set<std::string>> referencedSnapshots();
   // Snapshots recorded by attempts of runs that `uid` submitted: the ones that tenant may see.
   Result<std::set<std::string>> snapshotsOf(std::int64_t uid);
+  // The ids of the attempts of runs that `uid` submitted.
+  Result<std::set<std::int64_t>> attemptIdsOf(std::int64_t uid);
 
  private:
   explicit Store(sqlite::Database db) : db_(std::move(db)) {}
@@ -208,7 +210,9 @@ class Store {
                                   const std::string& kind, const nlohmann::json& data);
   Result<AttemptCounts> countAttempts(const std::string& runId);
   Result<AttemptRecord> loadAttempt(std::int64_t attemptId);
-  Result<std::vector<AttemptRecord>> queryAttempts(const std::string& where, const std::string& bindText);
+  // `where` may hold up to two parameters: the first takes bindText, the second bindNumber.
+  Result<std::vector<AttemptRecord>> queryAttempts(const std::string& where, const std::string& bindText,
+                                                   std::optional<std::int64_t> bindNumber = std::nullopt);
   Result<EventRecord> attemptStateEvent(const AttemptRecord& a, const std::string& state,
                                         const nlohmann::json& extra);
   Result<std::vector<EventRecord>> completeRunIfDone(const std::string& runId);

@@ -312,10 +312,8 @@ Result<std::vector<EventRecord>> Store::recoverAttempts(bool requeue, const std:
 Result<std::optional<AttemptRecord>> Store::attemptWithSnapshot(const std::string& sha256,
                                                                 std::optional<std::int64_t> submitterUid) {
   std::lock_guard lock(mutex_);
-  // The uid is a number from the socket's credentials, never text from a client.
-  const std::string mine =
-      submitterUid ? " AND run_id IN (SELECT id FROM runs WHERE submitter_uid = " + std::to_string(*submitterUid) + ")" : "";
-  auto found = queryAttempts("snapshot_sha256 = ?" + mine + " ORDER BY id LIMIT 1", sha256);
+  const std::string mine = submitterUid ? " AND run_id IN (SELECT id FROM runs WHERE submitter_uid = ?)" : "";
+  auto found = queryAttempts("snapshot_sha256 = ?" + mine + " ORDER BY id LIMIT 1", sha256, submitterUid);
   if (!found) return found.error();
   if (found->empty()) return std::optional<AttemptRecord>();
   return std::optional<AttemptRecord>(found->front());
@@ -352,6 +350,21 @@ Result<std::set<std::string>> Store::snapshotsOf(std::int64_t uid) {
   if (!st) return st.error();
   st->bind(1, uid);
   return firstColumn(*st);
+}
+
+Result<std::set<std::int64_t>> Store::attemptIdsOf(std::int64_t uid) {
+  std::lock_guard lock(mutex_);
+  auto st = db_.prepare("SELECT a.id FROM attempts a JOIN runs r ON r.id = a.run_id WHERE r.submitter_uid = ?");
+  if (!st) return st.error();
+  st->bind(1, uid);
+  std::set<std::int64_t> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.insert(st->integer(0));
+  }
+  return out;
 }
 
 }  // namespace akad
