@@ -25,20 +25,42 @@ Status maySeeSnapshot(DaemonContext& ctx, const Peer& peer, const std::string& s
   return ctx.tenants.mayAccess(peer, mine->count(sha) > 0, "snapshot " + sha);
 }
 
-void hideForeignMetadata(DaemonContext& ctx, const Peer& peer, nlohmann::json& described) {
-  if (ctx.tenants.isAdmin(peer) || !described.contains("metadata") || !described["metadata"].is_object()) return;
+namespace {
+
+// The attempt a description's metadata names as the one that made the snapshot, if any.
+std::optional<std::int64_t> makerOf(const nlohmann::json& described) {
+  if (!described.contains("metadata") || !described["metadata"].is_object()) return std::nullopt;
+  const auto attempt = described["metadata"].find("attempt");
+  if (attempt == described["metadata"].end() || !attempt->is_number_integer()) return std::nullopt;
+  return attempt->get<std::int64_t>();
+}
+
+void keepOnlyTaskAndPolicies(nlohmann::json& described) {
+  if (!described.contains("metadata") || !described["metadata"].is_object()) return;
   const nlohmann::json& metadata = described["metadata"];
-  const auto attempt = metadata.find("attempt");
-  if (attempt != metadata.end() && attempt->is_number_integer()) {
-    auto a = ctx.store.getAttempt(attempt->get<std::int64_t>());
-    auto run = a ? ctx.store.getRun(a->runId) : Result<RunRecord>(Error{"no attempt"});
-    if (run && run->submitterUid == static_cast<std::int64_t>(peer.uid)) return;
-  }
   nlohmann::json shown = nlohmann::json::object();
   for (const char* key : {"task", "task_hash", "image", "policies"})
     if (metadata.contains(key)) shown[key] = metadata.at(key);
   shown["made_by"] = "another submitter's attempt";
   described["metadata"] = std::move(shown);
+}
+
+}  // namespace
+
+void hideForeignMetadata(DaemonContext& ctx, const Peer& peer, nlohmann::json& described) {
+  if (ctx.tenants.isAdmin(peer)) return;
+  if (const auto maker = makerOf(described)) {
+    auto a = ctx.store.getAttempt(*maker);
+    auto run = a ? ctx.store.getRun(a->runId) : Result<RunRecord>(Error{"no attempt"});
+    if (run && run->submitterUid == static_cast<std::int64_t>(peer.uid)) return;
+  }
+  keepOnlyTaskAndPolicies(described);
+}
+
+void hideForeignMetadata(const std::set<std::int64_t>& ownAttempts, nlohmann::json& described) {
+  const auto maker = makerOf(described);
+  if (maker && ownAttempts.count(*maker)) return;
+  keepOnlyTaskAndPolicies(described);
 }
 
 Error noExecutor() {

@@ -4,6 +4,7 @@
 // and that this daemon has an executor.
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,8 @@ Status maySeeSnapshot(DaemonContext& ctx, const Peer& peer, const std::string& s
 // whose agents left the same files share one snapshot, so a tenant whose attempt did not make
 // it keeps only what names the task and the policies (an admin keeps all of it).
 void hideForeignMetadata(DaemonContext& ctx, const Peer& peer, nlohmann::json& described);
+// The same for many descriptions at once: ownAttempts are the ids of the caller's attempts.
+void hideForeignMetadata(const std::set<std::int64_t>& ownAttempts, nlohmann::json& described);
 
 // The answer of a method that needs the executor on a daemon started with --workers 0.
 Error noExecutor();

@@ -57,10 +57,12 @@ void registerSnapshotMethods(MethodTable& table, DaemonContext& ctx) {
     if (ctx.tenants.isAdmin(peer)) return all;
     auto mine = ctx.store.snapshotsOf(peer.uid);
     if (!mine) return mine.error();
+    auto ownAttempts = ctx.store.attemptIdsOf(peer.uid);
+    if (!ownAttempts) return ownAttempts.error();
     json shown = json::array();
     for (json& s : all.at("snapshots"))
       if (mine->count(s.value("sha256", std::string()))) {
-        hideForeignMetadata(ctx, peer, s);
+        hideForeignMetadata(*ownAttempts, s);
         shown.push_back(std::move(s));
       }
     return json{{"snapshots", shown}};

@@ -255,6 +255,8 @@ TEST_F(TenantTest, ASnapshotTwoTenantsShareShowsEachOnlyItsOwnAttempt) {
   // a made the snapshot: a sees its own attempt in the manifest.
   json mine = asJson("a", {"snapshot", "show", sha});
   EXPECT_EQ(mine.at("metadata").value("run", ""), runA) << mine.at("metadata").dump();
+  const std::string listedToA = asJson("a", {"snapshot", "list"}).dump();
+  EXPECT_NE(listedToA.find(runA), std::string::npos) << "a's list hides a's own run: " << listedToA.substr(0, 600);
 
   // b sees the task, and nothing of a's.
   const std::string attemptKey = "\"attempt\":" + std::to_string(attemptA);
