@@ -544,7 +544,7 @@ class Driver:
             t0 = time.perf_counter_ns()
             self.send(pool.describe(), fd)
             queued = chan.WINDOW_QUEUED if self.queued else 0
-            sent = time.perf_counter_ns()
+            sent = time.perf_counter_ns() if TRACE else 0
             if self.graph:
                 self.exchange(header, chan.REPLAY)
                 inproc.append(header.inproc_ns())
@@ -562,7 +562,7 @@ class Driver:
             elif queued:
                 for j in range(n):
                     samples[j].read_async(stream)
-            done = time.perf_counter_ns()
+            done = time.perf_counter_ns() if TRACE else 0
             akacuda.synchronize(stream)
             t1 = time.perf_counter_ns()
             if TRACE:
