@@ -1,7 +1,7 @@
 // Quotas and fair share on a real daemon, with real local users as the tenants (useradd here,
-// removed afterwards): each limit of the tenant policy refuses with a clear error, and one
-// tenant's flood of 1000 attempts does not hold back another tenant's first attempt by more
-// than the attempt already running.
+// removed afterwards): each limit of the tenant policy, and the fixed one on snapshot exports,
+// refuses with a clear error, and one tenant's flood of 1000 attempts does not hold back another
+// tenant's first attempt by more than the attempt already running.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/protocol.h"
 #include "tests/pipeline/local_users.h"
 #include "tests/pipeline/pipeline_daemon.h"
 
@@ -52,6 +53,24 @@ for i in range(n):
     else:
         ok += 1
 print(ok, limited)
+)";
+
+// Sends N exports of one snapshot in one write on one connection; prints each request's answer
+// by id: {"snapshot", "chunks"} or its error.
+constexpr const char* kExportScript = R"(
+import json, socket, sys
+path, sha, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(path)
+s.sendall(b"".join(json.dumps({"id": i, "method": "snapshot.export", "params": {"snapshot": sha}}).encode() + b"\n"
+                   for i in range(1, n + 1)))
+f = s.makefile("rb"); chunks = {}; answers = {}
+while len(answers) < n:
+    r = json.loads(f.readline())
+    if "event" in r:
+        chunks[r["id"]] = chunks.get(r["id"], 0) + 1
+    else:
+        answers[str(r["id"])] = r.get("error") or {"snapshot": r["result"]["snapshot"], "chunks": chunks.get(r["id"], 0)}
+print(json.dumps(answers))
 )";
 
 class QuotaTest : public ::testing::Test {
@@ -229,6 +248,47 @@ TEST_F(QuotaTest, OneTenantsFloodOfAThousandAttemptsDoesNotDelayAnothersFirstAtt
   for (const std::string& run : floods) EXPECT_EQ(as("a", {"cancel", run}).exitCode, 0);
   EXPECT_EQ(daemon_->ctl({"watch", mine}, 300s).exitCode, 0);
   EXPECT_EQ(asJson("b", {"status", mine}).at("attempts").at(0).at("state"), "scored");
+}
+
+// A tenant that pipelines exports of its own snapshot gets two running at once and a clear
+// refusal for the third, instead of a thread per request hashing and encoding the archive on
+// every CPU. Deterministic however fast an export ends: the three requests go in one write, so
+// the daemon reads and dispatches them in one go, and a slot comes back only on the thread that
+// dispatches them, after the export's answer is queued (daemon/snapshot_methods.cc).
+TEST_F(QuotaTest, AThirdSnapshotExportAtOnceIsRefusedWhileTwoRun) {
+  start("");
+  const std::string run = asJson("a", {"submit", "cpu/reduction", "--agent", "noop"}).at("run").at("id");
+  ASSERT_EQ(as("a", {"watch", run, "--json"}, 600s).exitCode, 0);
+  const json attempt = asJson("a", {"status", run}).at("attempts").at(0);
+  ASSERT_EQ(attempt.at("state"), "scored") << attempt.dump();
+  const std::string sha = attempt.at("result").at("snapshot");
+
+  // The answers, by id, of n exports sent at once by `who` ("root": an admin).
+  const auto exportAtOnce = [&](const std::string& who, int n) {
+    std::vector<std::string> argv = {"/usr/bin/python3", "-c", kExportScript, daemon_->paths().socket.string(), sha,
+                                     std::to_string(n)};
+    const CommandResult r = runCommand(who == "root" ? argv : users_.asUser(who, argv), {}, 60s);
+    json answers = json::parse(r.out, nullptr, false);
+    if (r.exitCode != 0 || !answers.is_object()) {
+      ADD_FAILURE() << who << "'s exports: " << r.out << r.err;
+      answers = json::object();
+    }
+    for (int i = 1; i <= n; ++i) answers.emplace(std::to_string(i), json::object());
+    return answers;
+  };
+  const json answers = exportAtOnce("a", 3);
+  for (const char* id : {"1", "2"}) {
+    EXPECT_EQ(answers.at(id).value("snapshot", ""), sha) << answers.dump();
+    EXPECT_GT(answers.at(id).value("chunks", 0), 0) << answers.dump();
+  }
+  EXPECT_EQ(answers.at("3").value("code", 0), protocol::kQuotaExceeded) << answers.dump();
+  EXPECT_EQ(answers.at("3").value("message", ""),
+            "uid " + std::to_string(users_.uid("a")) + " has 2 snapshot exports running, its limit; retry when one has ended");
+  // Both slots came back with the answers: the next export runs.
+  EXPECT_EQ(exportAtOnce("a", 1).at("1").value("snapshot", ""), sha);
+  // Root, an admin, has no such limit.
+  const json admin = exportAtOnce("root", 3);
+  for (const char* id : {"1", "2", "3"}) EXPECT_EQ(admin.at(id).value("snapshot", ""), sha) << admin.dump();
 }
 
 }  // namespace
