@@ -201,11 +201,18 @@ def summary(work, tasks):
         tid = task.replace("/", "-")
         print(f"\n{task}: check baseline {verdict(work, tid + '-check-baseline')}, "
               f"solution {verdict(work, tid + '-check-solution')}")
-        for pre, mode in (("perf", "queued"), ("sync", "synced"), ("graph", "graph")):
-            if glob.glob(f"{work}/{tid}-{pre}-baseline-*/report.json"):
-                print(f"  -- {mode} windows")
-                perf_summary(work, tid, pre)
-                trace_summary(work, tid, pre)
+        modes = {"perf": "queued", "sync": "synced", "graph": "graph"}
+        # The variants of each mode after it (graph-chain-n60: graph windows, two switches).
+        pres = sorted({os.path.basename(p)[len(tid) + 1:].rsplit("-baseline-", 1)[0]
+                       for p in glob.glob(f"{work}/{tid}-*-baseline-*") if os.path.isdir(p)},
+                      key=lambda p: (list(modes).index(p.split("-")[0]) if p.split("-")[0] in modes else 9, p))
+        for pre in pres:
+            mode = modes.get(pre.split("-")[0])
+            if mode is None or not glob.glob(f"{work}/{tid}-{pre}-baseline-*/report.json"):
+                continue
+            print(f"  -- {mode} windows" + (f" ({pre.split('-', 1)[1]})" if "-" in pre else ""))
+            perf_summary(work, tid, pre)
+            trace_summary(work, tid, pre)
         attack_summary(work, tid)
 
 

@@ -90,6 +90,12 @@ _SIGNATURES = {
     "cuMemcpyDtoHAsync_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p],
     "cuMemcpy2DAsync_v2": [ctypes.c_void_p, ctypes.c_void_p],
     "cuStreamSynchronize": [ctypes.c_void_p],
+    "cuGraphCreate": [ctypes.c_void_p, ctypes.c_uint],
+    "cuGraphAddChildGraphNode": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p],
+    "cuGraphInstantiateWithFlags": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong],
+    "cuGraphLaunch": [ctypes.c_void_p, ctypes.c_void_p],
+    "cuGraphExecDestroy": [ctypes.c_void_p],
+    "cuGraphDestroy": [ctypes.c_void_p],
 }
 _lib = None
 
@@ -216,6 +222,40 @@ class Reservation:
         if self.ptr:
             _cu().cuMemAddressFree(self.ptr, self.size)
             self.ptr = 0
+
+
+class GraphChain:
+    """Graphs (CUgraph handles) as the child nodes of one graph, each depending on the one before:
+    one launch runs them in order, a child starting only once the whole child before it has
+    finished, without a launch of its own per graph (AKA_GRAPH_CHAIN, an experiment)."""
+
+    def __init__(self, children):
+        cu = _cu()
+        self.graph, self.exec = ctypes.c_void_p(), ctypes.c_void_p()
+        _check(cu.cuGraphCreate(ctypes.byref(self.graph), 0), "cuGraphCreate")
+        try:
+            before = None
+            for child in children:
+                node = ctypes.c_void_p()
+                deps, ndeps = (ctypes.byref(before), 1) if before is not None else (None, 0)
+                _check(cu.cuGraphAddChildGraphNode(ctypes.byref(node), self.graph, deps, ndeps, ctypes.c_void_p(child)),
+                       "cuGraphAddChildGraphNode")
+                before = node
+            _check(cu.cuGraphInstantiateWithFlags(ctypes.byref(self.exec), self.graph, 0), "cuGraphInstantiateWithFlags")
+        except BaseException:
+            self.close()
+            raise
+
+    def launch(self, stream):
+        _check(_cu().cuGraphLaunch(self.exec, ctypes.c_void_p(stream)), "cuGraphLaunch")
+
+    def close(self):
+        if self.exec:
+            _cu().cuGraphExecDestroy(self.exec)
+            self.exec = ctypes.c_void_p()
+        if self.graph:
+            _cu().cuGraphDestroy(self.graph)
+            self.graph = ctypes.c_void_p()
 
 
 def import_handle(fd):

@@ -316,10 +316,19 @@ def _late():
 # Calls per window, and input sets in a window's pool per timed call: the one it uses and a decoy
 # generated the same way (docs/scoring.md "GPU harnesses": the pool is the worker's from the
 # window's start, so a worker that wanted a later call's answer early would have to compute
-# every set of the pool).
-WINDOW_CALLS = 20
+# every set of the pool). AKA_WINDOW_CALLS and AKA_MAX_POOL_GIB change the first and the pool's
+# ceiling for scripts/device-python-driver's window variants (an experiment: longer windows
+# spread the window's fixed costs over more calls); nothing scores with them.
+def _env_count(name, default, most):
+    try:
+        return max(1, min(most, int(os.environ.get(name, default))))
+    except ValueError:
+        return default
+
+
+WINDOW_CALLS = _env_count("AKA_WINDOW_CALLS", 20, 256)
 SETS_PER_TIMED_CALL = 2
-MAX_POOL_BYTES = 4 << 30
+MAX_POOL_BYTES = _env_count("AKA_MAX_POOL_GIB", 4, 64) << 30
 
 
 def window_calls_for(input_bytes):

@@ -203,6 +203,15 @@ def output_table(config, in_layout):
 # AKA_TRACE=1: one line on stderr per graph window with the worker's host times (the driver's
 # trace says more); a diagnostic, never read by the driver.
 TRACE = os.environ.get("AKA_TRACE") == "1"
+# Experiments for scripts/device-python-driver's window variants, off unless set; nothing scores
+# with them yet. AKA_GRAPH_CHAIN=1: a graph window's calls run as one launch of a graph whose
+# child nodes are the calls' graphs, in a chain (akacuda.GraphChain), instead of one launch per
+# call. AKA_TLB_WARM=1: once the pool is mapped, and before the events start, a kernel reads one
+# byte of every TLB_WARM_STRIDE bytes of it, empty windows alike, so that the calls do not pay
+# for the fresh mapping's first translations.
+GRAPH_CHAIN = os.environ.get("AKA_GRAPH_CHAIN") == "1"
+TLB_WARM = os.environ.get("AKA_TLB_WARM") == "1"
+TLB_WARM_STRIDE = 64 << 10
 
 
 def receive(sock, what):
@@ -390,7 +399,7 @@ class GraphWindow:
         if self.sets <= 0 or self.stride <= 0 or self.sets * self.stride > self.size \
                 or len(offsets) != len(in_layout) or not isinstance(calls, list) or len(calls) > len(output_sets):
             raise RuntimeError("the driver's window does not fit its memory")
-        self.calls, self.graphs, self.pool = len(calls), [], 0
+        self.calls, self.graphs, self.pool, self.chain = len(calls), [], 0, None
         self.range = akacuda.Reservation(self.size, device)
         placeholder = 0
         try:
@@ -419,9 +428,11 @@ class GraphWindow:
                 for inputs, outputs in sets:
                     # One memory pool for all of them: they replay in the order captured.
                     pool = self.graphs[0].pool() if self.graphs else None
-                    self.graphs.append(torch.cuda.CUDAGraph())
+                    self.graphs.append(torch.cuda.CUDAGraph(keep_graph=True) if GRAPH_CHAIN else torch.cuda.CUDAGraph())
                     with torch.cuda.graph(self.graphs[-1], pool=pool):
                         invoke.invoke(kernel, config, inputs, outputs)
+                if GRAPH_CHAIN:
+                    self.chain = akacuda.GraphChain([g.raw_cuda_graph() for g in self.graphs])
             torch.cuda.synchronize()
             self.range.unmap()
         except BaseException:
@@ -447,10 +458,15 @@ class GraphWindow:
                 os.close(fd)
         imported = time.perf_counter_ns()
         self.range.map(self.pool)
+        if TLB_WARM:
+            self.range.tensor(0, torch.uint8, [self.size])[::TLB_WARM_STRIDE].max()
         mapped = time.perf_counter_ns()
         start.record()
-        for graph in self.graphs:
-            graph.replay()
+        if self.chain is not None:
+            self.chain.launch(torch.cuda.current_stream().cuda_stream)
+        else:
+            for graph in self.graphs:
+                graph.replay()
         stop.record()
         launched = time.perf_counter_ns()
         torch.cuda.synchronize()
@@ -467,6 +483,9 @@ class GraphWindow:
         try:
             torch.cuda.synchronize()
         finally:
+            if self.chain is not None:
+                self.chain.close()
+                self.chain = None
             self.graphs = []
             self.range.close()
             akacuda.release(self.pool)
