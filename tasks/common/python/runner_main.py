@@ -203,14 +203,28 @@ def output_table(config, in_layout):
 # AKA_TRACE=1: one line on stderr per graph window with the worker's host times (the driver's
 # trace says more); a diagnostic, never read by the driver.
 TRACE = os.environ.get("AKA_TRACE") == "1"
-# Experiments for scripts/device-python-driver's window variants, off unless set; nothing scores
-# with them yet. AKA_GRAPH_CHAIN=1: a graph window's calls run as one launch of a graph whose
-# child nodes are the calls' graphs, in a chain (akacuda.GraphChain), instead of one launch per
-# call. AKA_TLB_WARM=1: once the pool is mapped, and before the events start, a kernel reads one
-# byte of every TLB_WARM_STRIDE bytes of it, empty windows alike, so that the calls do not pay
-# for the fresh mapping's first translations.
-GRAPH_CHAIN = os.environ.get("AKA_GRAPH_CHAIN") == "1"
+# A graph window's calls run as one launch of a graph whose child nodes are the calls' graphs, in
+# a chain (akacuda.GraphChain): a call starts only once the whole call before it has finished,
+# as with one launch per call, without the gap between launches on the GPU (docs/scoring.md,
+# "Graph windows measured"). A call whose graph cannot be a child (a memory node: torch's
+# cudaMallocAsync allocator) falls back to one launch per call, which only costs the candidate
+# time. Experiments for scripts/device-python-driver's window variants, nothing scores with
+# them: AKA_GRAPH_CHAIN=0 launches every call's graph by itself; AKA_TLB_WARM=1 reads one byte
+# of every TLB_WARM_STRIDE bytes of the pool once it is mapped, before the events start, empty
+# windows alike.
+GRAPH_CHAIN = os.environ.get("AKA_GRAPH_CHAIN", "1") != "0"
 TLB_WARM = os.environ.get("AKA_TLB_WARM") == "1"
+
+
+def new_graph():
+    """A graph to capture one call into, and whether its CUgraph is kept for the chain (torch 2.8
+    on), in which case it is instantiated only when asked (or at its first replay)."""
+    if GRAPH_CHAIN:
+        try:
+            return torch.cuda.CUDAGraph(keep_graph=True), True
+        except TypeError:
+            pass
+    return torch.cuda.CUDAGraph(), False
 TLB_WARM_STRIDE = 64 << 10
 
 
@@ -386,10 +400,11 @@ class GraphWindow:
     the worker's own is mapped, which is unmapped again before anything has run (a capture only
     records). So launchers that check their pointers find them valid, no input byte is in this
     process before the driver's clock starts, and no mapping changes under queued work. Timed,
-    replay() maps the pool the driver sends into the range and launches the graphs in order on
-    one stream. A graph launch starts only once the one before it has finished, and a capture
-    must join every stream it forked, so no call's work can overlap another's (one graph of all
-    the calls would let work forked in one call and joined in a later one run beside it)."""
+    replay() maps the pool the driver sends into the range and launches the calls' graphs, chained
+    in one graph (GRAPH_CHAIN) or one by one on one stream. Either way a call starts only once the
+    whole call before it has finished, and a capture must join every stream it forked, so no
+    call's work can overlap another's (one capture of all the calls would let work forked in one
+    call and joined in a later one run beside it)."""
 
     def __init__(self, msg, in_layout, output_sets, config, device, warm):
         if not isinstance(msg, dict) or msg.get("type") != "window":
@@ -428,11 +443,17 @@ class GraphWindow:
                 for inputs, outputs in sets:
                     # One memory pool for all of them: they replay in the order captured.
                     pool = self.graphs[0].pool() if self.graphs else None
-                    self.graphs.append(torch.cuda.CUDAGraph(keep_graph=True) if GRAPH_CHAIN else torch.cuda.CUDAGraph())
-                    with torch.cuda.graph(self.graphs[-1], pool=pool):
+                    graph, kept = new_graph()
+                    self.graphs.append(graph)
+                    with torch.cuda.graph(graph, pool=pool):
                         invoke.invoke(kernel, config, inputs, outputs)
-                if GRAPH_CHAIN:
-                    self.chain = akacuda.GraphChain([g.raw_cuda_graph() for g in self.graphs])
+                if self.graphs and kept:
+                    try:
+                        self.chain = akacuda.GraphChain([g.raw_cuda_graph() for g in self.graphs])
+                    except akacuda.CudaError as e:
+                        sys.stderr.write(f"the calls' graphs cannot be chained ({e}): one launch per call\n")
+                        for g in self.graphs:
+                            g.instantiate()  # here, not at the first replay, inside the clock
             torch.cuda.synchronize()
             self.range.unmap()
         except BaseException:
