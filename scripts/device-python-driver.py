@@ -59,9 +59,68 @@ def compare(base_ws, sol_ws):
             ms = triton.testing.do_bench(lambda: invoke.invoke(k, c, inputs, outputs), warmup=100, rep=500,
                                          return_mode="median")
             r[f"dobench_{who}_us"] = ms * 1e3
+        if os.environ.get("COMPARE_PLACES") == "1":
+            r.update(compare_places(c, reference, invoke, kernels, inputs, outputs, f"{base_ws}/harness"))
         result[c["name"]] = r
         print(c["name"], r, file=sys.stderr)
     json.dump(result, sys.stdout)
+
+
+def compare_places(c, reference, invoke, kernels, inputs, outputs, harness):
+    """COMPARE_PLACES=1: do_bench again with the inputs where a driven window has them, one thing
+    changed at a time: made by the GPU generator (gpu), in memory of cuMemCreate mapped into a
+    reserved range as the worker maps the driver's pool (vmm; the outputs too), and a new set of
+    eight for every call (rotate: their translations and lines are not the last call's)."""
+    import torch
+    import triton
+    akacuda = load_module("akacuda", f"{harness}/akacuda.py")
+    device = akacuda.current_device()
+    placed = []
+
+    def in_vmm(tensors):
+        align = 2 << 20
+        offsets, total = {}, 0
+        for n, t in tensors.items():
+            offsets[n] = total
+            total += (t.numel() * t.element_size() + align - 1) // align * align
+        handle, size = akacuda.create_handle(total, device)
+        rng = akacuda.Reservation(size, device)
+        rng.map(handle)
+        placed.append((rng, handle))
+        out = {}
+        for n, t in tensors.items():
+            out[n] = rng.tensor(offsets[n], t.dtype, list(t.shape))
+            out[n].copy_(t)
+        return out
+
+    def bench(fn):
+        return triton.testing.do_bench(fn, warmup=100, rep=500, return_mode="median") * 1e3
+
+    r = {}
+    try:
+        on_gpu = {k: v.contiguous() for k, v in reference.generate(dict(c), 7, device="cuda").items()}
+        vmm_in, vmm_out = in_vmm(inputs), in_vmm(outputs)
+        sets = [{k: v.contiguous() for k, v in reference.generate(dict(c), 100 + i, device="cuda").items()}
+                for i in range(8)]
+        turn = [0]
+
+        def rotating(k):
+            turn[0] = (turn[0] + 1) % len(sets)
+            invoke.invoke(k, c, sets[turn[0]], outputs)
+
+        for who, k in kernels.items():
+            r[f"dobench_{who}_gpu_us"] = bench(lambda: invoke.invoke(k, c, on_gpu, outputs))
+            r[f"dobench_{who}_vmm_us"] = bench(lambda: invoke.invoke(k, c, vmm_in, vmm_out))
+            r[f"dobench_{who}_rotate_us"] = bench(lambda: rotating(k))
+    except Exception as e:  # an experiment: say why, keep the plain do_bench figures
+        r["places_error"] = f"{type(e).__name__}: {e}"
+    finally:
+        torch.cuda.synchronize()
+        vmm_in = vmm_out = None
+        for rng, handle in placed:
+            rng.close()
+            akacuda.release(handle)
+    return r
 
 
 ATTACKS = {
@@ -254,6 +313,12 @@ def perf_summary(work, tid, pre):
         print(line)
         if c:
             print(f"    generate: CPU {c['generate_cpu_ms']:.0f} ms, GPU {c['generate_gpu_ms']:.2f} ms per call")
+        for place in ("gpu", "vmm", "rotate"):
+            if f"dobench_baseline_{place}_us" in c:
+                b_us, s_us = c[f"dobench_baseline_{place}_us"], c[f"dobench_solution_{place}_us"]
+                print(f"    do_bench, inputs {place}: {b_us:.1f} / {s_us:.1f} us = {b_us / s_us:.2f}x")
+        if "places_error" in c:
+            print(f"    do_bench places: {c['places_error']}")
 
 
 def trace_lines(path, side):
