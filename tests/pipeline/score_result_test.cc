@@ -132,17 +132,25 @@ TEST(DrivenRunFailure, ADriverAtItsWallLimitWasOutwaitedByItsWorker) {
 namespace akad {
 namespace {
 
+// A folder of the test's own under /tmp, removed with everything in it.
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const char* prefix) {
+    std::string tmpl = std::string("/tmp/") + prefix + ".XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) path = tmpl;
+  }
+  ~ScratchDir() {
+    if (!path.empty()) std::filesystem::remove_all(path);
+  }
+};
+
 // A FIFO a candidate's runner left where the scorer reads its report (`gpu_state.json`, a
 // group's times) or a log: the read is refused at once, instead of the scoring thread waiting
 // in open() for a writer that never comes.
 TEST(SandboxWrittenFiles, AFifoAtAReportsNameIsRefusedWithoutWaiting) {
-  char tmpl[] = "/tmp/akad-fifo-test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  struct Removed {
-    std::filesystem::path dir;
-    ~Removed() { std::filesystem::remove_all(dir); }
-  } removed{tmpl};
-  const std::filesystem::path dir(tmpl), fifo = dir / "gpu_state.json";
+  ScratchDir scratch("akad-fifo-test");
+  ASSERT_FALSE(scratch.path.empty());
+  const std::filesystem::path fifo = scratch.path / "gpu_state.json";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
   auto read = std::async(std::launch::async, [&] {
     auto r = readFileLimited(fifo, 1 << 20);
@@ -164,13 +172,9 @@ TEST(SandboxWrittenFiles, AFifoAtAReportsNameIsRefusedWithoutWaiting) {
 // copyFile takes the editable files out of a tree a sandbox wrote: a link at the name is
 // refused, never followed to what it names, and a file copies with its executable bit.
 TEST(SandboxWrittenFiles, CopyFileRefusesALinkAndCopiesARegularFile) {
-  char tmpl[] = "/tmp/akad-copyfile-test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  struct Removed {
-    std::filesystem::path dir;
-    ~Removed() { std::filesystem::remove_all(dir); }
-  } removed{tmpl};
-  const std::filesystem::path dir(tmpl);
+  ScratchDir scratch("akad-copyfile-test");
+  ASSERT_FALSE(scratch.path.empty());
+  const std::filesystem::path& dir = scratch.path;
   ASSERT_TRUE(writeFile(dir / "secret", "held out"));
   ASSERT_TRUE(writeFile(dir / "kernel.cu", "__global__ void k() {}"));
   ::chmod((dir / "kernel.cu").c_str(), 0700);
