@@ -70,7 +70,9 @@ def compare_places(c, reference, invoke, kernels, inputs, outputs, harness):
     """COMPARE_PLACES=1: do_bench again with the inputs where a driven window has them, one thing
     changed at a time: made by the GPU generator (gpu), in memory of cuMemCreate mapped into a
     reserved range as the worker maps the driver's pool (vmm; the outputs too), and a new set of
-    eight for every call (rotate: their translations and lines are not the last call's)."""
+    eight for every call (rotate: their translations and lines are not the last call's); and, not
+    by do_bench, bursts of 20 calls over the rotating sets timed by events, back to back (burst)
+    or each after 5 ms of the GPU idle (idle), as the windows follow the driver's set-up."""
     import torch
     import triton
     akacuda = load_module("akacuda", f"{harness}/akacuda.py")
@@ -108,10 +110,28 @@ def compare_places(c, reference, invoke, kernels, inputs, outputs, harness):
             turn[0] = (turn[0] + 1) % len(sets)
             invoke.invoke(k, c, sets[turn[0]], outputs)
 
+        def bursts(k, idle_s):
+            # 20 calls back to back over the rotating sets, events around them, as a window;
+            # idle_s of host sleep before each burst lets the GPU idle as it does between windows.
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            per = []
+            for _ in range(30):
+                torch.cuda.synchronize()
+                time.sleep(idle_s)
+                start.record()
+                for _ in range(20):
+                    rotating(k)
+                stop.record()
+                torch.cuda.synchronize()
+                per.append(start.elapsed_time(stop) * 1e3 / 20)
+            return statistics.median(per)
+
         for who, k in kernels.items():
             r[f"dobench_{who}_gpu_us"] = bench(lambda: invoke.invoke(k, c, on_gpu, outputs))
             r[f"dobench_{who}_vmm_us"] = bench(lambda: invoke.invoke(k, c, vmm_in, vmm_out))
             r[f"dobench_{who}_rotate_us"] = bench(lambda: rotating(k))
+            r[f"dobench_{who}_burst_us"] = bursts(k, 0)
+            r[f"dobench_{who}_idle_us"] = bursts(k, 0.005)
     except Exception as e:  # an experiment: say why, keep the plain do_bench figures
         r["places_error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -313,10 +333,11 @@ def perf_summary(work, tid, pre):
         print(line)
         if c:
             print(f"    generate: CPU {c['generate_cpu_ms']:.0f} ms, GPU {c['generate_gpu_ms']:.2f} ms per call")
-        for place in ("gpu", "vmm", "rotate"):
+        for place in ("gpu", "vmm", "rotate", "burst", "idle"):
             if f"dobench_baseline_{place}_us" in c:
                 b_us, s_us = c[f"dobench_baseline_{place}_us"], c[f"dobench_solution_{place}_us"]
-                print(f"    do_bench, inputs {place}: {b_us:.1f} / {s_us:.1f} us = {b_us / s_us:.2f}x")
+                how = "do_bench, inputs" if place in ("gpu", "vmm", "rotate") else "events, 20-call bursts,"
+                print(f"    {how} {place}: {b_us:.1f} / {s_us:.1f} us = {b_us / s_us:.2f}x")
         if "places_error" in c:
             print(f"    do_bench places: {c['places_error']}")
 
