@@ -196,14 +196,17 @@ void Connection::handleLine(std::string_view line) {
 
 void Connection::send(std::string line) {
   if (closed_) return;
-  queuedBytes_ += line.size();
-  outbox_.push_back(std::move(line));
+  // The bound is on what is still unwritten when a new line comes: a client that has stopped
+  // reading is dropped, while one reply larger than the bound still reaches a client that reads
+  // it (the queue then holds at most the bound and one line).
   if (queuedBytes_ > server_.options_.maxQueuedOutputBytes) {
     log::warn("client pid ", peer_.pid, " uid ", peer_.uid, " is not reading its replies (",
               queuedBytes_, " bytes queued); dropping it");
     close();
     return;
   }
+  queuedBytes_ += line.size();
+  outbox_.push_back(std::move(line));
   if (!writing_) writeQueued();
 }
 

@@ -36,7 +36,8 @@ struct ServerOptions {
   std::string socketGroup;
   std::size_t maxConnections = 4096;
   std::size_t maxLineBytes = protocol::kMaxLineBytes;
-  // A client that stops reading its replies is dropped once this much output is queued for it.
+  // A client that stops reading its replies is dropped when a reply comes while more than this
+  // is still unwritten (one reply may be larger: it reaches a client that reads).
   std::size_t maxQueuedOutputBytes = 16 * 1024 * 1024;
   std::chrono::milliseconds drainTimeout{5000};
   // Per caller (uid): open connections and requests per second; 0 is no limit. Unset: none.
