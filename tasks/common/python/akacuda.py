@@ -227,7 +227,7 @@ class Reservation:
 class GraphChain:
     """Graphs (CUgraph handles) as the child nodes of one graph, each depending on the one before:
     one launch runs them in order, a child starting only once the whole child before it has
-    finished, without a launch of its own per graph (AKA_GRAPH_CHAIN, an experiment)."""
+    finished, without a launch of its own per graph (runner_main.GraphWindow)."""
 
     def __init__(self, children):
         cu = _cu()

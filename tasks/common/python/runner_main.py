@@ -206,14 +206,11 @@ TRACE = os.environ.get("AKA_TRACE") == "1"
 # A graph window's calls run as one launch of a graph whose child nodes are the calls' graphs, in
 # a chain (akacuda.GraphChain): a call starts only once the whole call before it has finished,
 # as with one launch per call, without the gap between launches on the GPU (docs/scoring.md,
-# "Graph windows measured"). A call whose graph cannot be a child (a memory node: torch's
+# "Where graph windows lost time"). A call whose graph cannot be a child (a memory node: torch's
 # cudaMallocAsync allocator) falls back to one launch per call, which only costs the candidate
-# time. Experiments for scripts/device-python-driver's window variants, nothing scores with
-# them: AKA_GRAPH_CHAIN=0 launches every call's graph by itself; AKA_TLB_WARM=1 reads one byte
-# of every TLB_WARM_STRIDE bytes of the pool once it is mapped, before the events start, empty
-# windows alike.
+# time. AKA_GRAPH_CHAIN=0 launches every call's graph by itself, for scripts/device-python-driver's
+# window variants (graph/loop); nothing scores with it.
 GRAPH_CHAIN = os.environ.get("AKA_GRAPH_CHAIN", "1") != "0"
-TLB_WARM = os.environ.get("AKA_TLB_WARM") == "1"
 
 
 def new_graph():
@@ -225,7 +222,6 @@ def new_graph():
         except TypeError:
             pass
     return torch.cuda.CUDAGraph(), False
-TLB_WARM_STRIDE = 64 << 10
 
 
 def receive(sock, what):
@@ -479,8 +475,6 @@ class GraphWindow:
                 os.close(fd)
         imported = time.perf_counter_ns()
         self.range.map(self.pool)
-        if TLB_WARM:
-            self.range.tensor(0, torch.uint8, [self.size])[::TLB_WARM_STRIDE].max()
         mapped = time.perf_counter_ns()
         start.record()
         if self.chain is not None:
